@@ -1,0 +1,153 @@
+"""pytest hooks: task YAMLs become items; options become a BenchRunner. No scoring logic lives here."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.report import format_table, results_document, summary_rows, write_json_atomic
+from pytest_modelbench.runner import BenchRunner, RunOptions
+from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
+from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_config
+from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
+
+RUNNER_KEY = pytest.StashKey[BenchRunner]()
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def _batch_size(value: str) -> int | str:
+    if value == "auto":
+        return value
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    raise pytest.UsageError(f"--batch-size must be a positive integer or 'auto', got {value!r}")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("modelbench", "model evaluation (pytest-modelbench)")
+    group.addoption("--model", help=f"model to score: hub id, local folder, .gguf file, or '{DEFAULT_MODEL}' (packaged default)")
+    group.addoption("--model-args", help="extra model arguments, key=value,... (revision=..., add_bos_token=..., gguf_file=...)")
+    group.addoption("--device", default="cpu", help="torch device (default: cpu)")
+    group.addoption("--dtype", default="auto", choices=DTYPES, help="weights dtype (default: auto)")
+    group.addoption("--batch-size", default="1", help="batch size, an integer or 'auto' (default: 1)")
+    group.addoption("--num-fewshot", type=int, default=None, help="few-shot examples per document (overrides the YAML)")
+    group.addoption("--limit", type=int, default=None, help="score only the first N documents of each task")
+    group.addoption("--data-dir", default=None, help=f"local mirror of hub datasets (also ${DATA_DIR_ENV} or ini modelbench_data_dir)")
+    group.addoption("--allow-task-code", action="store_true", help="allow '!function' in task YAMLs (runs Python from the suite folder)")
+    group.addoption("--results-json", default=None, help="write scores to this JSON file")
+    group.addoption("--log-samples", action="store_true", help="add per-document requests and log-likelihoods to --results-json")
+    parser.addini("modelbench_suites", "folders whose task YAMLs are collected", type="paths", default=[])
+    parser.addini("modelbench_data_dir", "local mirror of hub datasets", default="")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "modelbench: a task scored by pytest-modelbench")
+    data_dir = config.getoption("--data-dir") or os.environ.get(DATA_DIR_ENV) or config.getini("modelbench_data_dir")
+    config.stash[RUNNER_KEY] = BenchRunner(
+        RunOptions(
+            model=config.getoption("--model"),
+            model_args=config.getoption("--model-args"),
+            device=config.getoption("--device"),
+            dtype=config.getoption("--dtype"),
+            batch_size=_batch_size(config.getoption("--batch-size")),
+            num_fewshot=config.getoption("--num-fewshot"),
+            limit=config.getoption("--limit"),
+            data_dir=Path(data_dir).expanduser().resolve() if data_dir else None,
+            allow_task_code=config.getoption("--allow-task-code"),
+        )
+    )
+
+
+def _in_scope(file_path: Path, config: pytest.Config) -> bool:
+    """Collected when named on the command line, or under a configured suite folder or a folder named there."""
+    roots = [Path(p) for p in config.getini("modelbench_suites")]
+    roots += [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    roots = [root for root in roots if root != config.rootpath]
+    return any(file_path == root or root in file_path.parents for root in roots)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector):
+    if file_path.suffix in YAML_SUFFIXES and _in_scope(file_path, parent.config) and is_task_file(file_path):
+        return TaskFile.from_parent(parent, path=file_path)
+    return None
+
+
+class TaskFile(pytest.File):
+    def collect(self):
+        try:
+            config = load_task_config(self.path, allow_task_code=self.config.getoption("--allow-task-code"))
+        except ModelbenchError as exc:
+            yield BrokenTaskItem.from_parent(self, name=self.path.stem, error=exc)
+            return
+        item = TaskItem.from_parent(self, name=config.task, task_config=config)
+        item.add_marker("modelbench")
+        for tag in config.tag:
+            self.config.addinivalue_line("markers", f"{tag}: lm-eval tag")
+            item.add_marker(tag)
+        yield item
+
+
+class TaskItem(pytest.Item):
+    def __init__(self, *, task_config: TaskConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.task_config = task_config
+
+    def runtest(self) -> None:
+        runner = self.config.stash[RUNNER_KEY]
+        if runner.options.model is None:
+            pytest.skip(f"no --model given (try --model={DEFAULT_MODEL})")
+        runner.evaluate(self.task_config)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ModelbenchError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, None, f"task {self.name}"
+
+
+class BrokenTaskItem(pytest.Item):
+    """Stands in for a task YAML that cannot be loaded, so the error shows and other tasks still run."""
+
+    def __init__(self, *, error: ModelbenchError, **kwargs):
+        super().__init__(**kwargs)
+        self.error = error
+
+    def runtest(self) -> None:
+        raise self.error
+
+    def repr_failure(self, excinfo, style=None):
+        return str(excinfo.value)
+
+    def reportinfo(self):
+        return self.path, None, f"task file {self.path.name}"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    runner = config.stash.get(RUNNER_KEY, None)
+    if runner is None or not runner.evaluations:
+        return
+    terminalreporter.section("modelbench scores")
+    rows = summary_rows(runner.evaluations.values())
+    for line in format_table(("task", "category", "metric", "value ± stderr", "n"), rows):
+        terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    runner = config.stash.get(RUNNER_KEY, None)
+    path = config.getoption("--results-json")
+    if runner is None or not path or not runner.evaluations:
+        return
+    options = runner.options
+    run_config = {
+        "model": options.model, "model_args": options.model_args, "dtype": options.dtype,
+        "batch_size": options.batch_size, "device": options.device, "limit": options.limit,
+        "num_fewshot": options.num_fewshot,
+    }
+    document = results_document(runner.evaluations.values(), run_config, config.getoption("--log-samples"))
+    write_json_atomic(Path(path), document)

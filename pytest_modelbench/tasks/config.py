@@ -1,0 +1,230 @@
+"""Task configuration: the lm-eval 0.4.13 TaskConfig keys we honour, validated, plus our `modelbench:` block."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pytest_modelbench.errors import TaskConfigError
+from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, read_yaml_file
+
+# lm-eval keys that this engine does not implement: refusing them beats silently scoring something else.
+_UNSUPPORTED_LM_EVAL_KEYS = {
+    "custom_dataset", "process_results", "use_prompt", "doc_to_image", "doc_to_audio", "unsafe_code",
+    "generation_kwargs", "repeats", "filter_list", "gen_prefix", "group", "group_alias", "task_list", "class",
+}
+_FEWSHOT_CONFIG_KEYS = {
+    "sampler", "split", "doc_to_text", "doc_to_target", "doc_to_choice", "target_delimiter", "fewshot_delimiter",
+}
+_SAMPLERS = {"default", "first_n"}
+_GATE_KEYS = {"absolute_margin", "relative_margin", "alpha"}
+_MODELBENCH_KEYS = {"category_field", "gate"}
+# Keys that do not change what is scored, so editing them does not invalidate a baseline.
+_NOT_SCORING_KEYS = {"tag", "task_alias", "should_decontaminate", "doc_to_decontamination_query"}
+
+
+@dataclass(frozen=True)
+class GateTolerance:
+    absolute_margin: float | None = None
+    relative_margin: float | None = None
+    alpha: float | None = None
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    aggregation: str = "mean"
+    higher_is_better: bool | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    task: str
+    source: Path
+    tag: tuple[str, ...] = ()
+    task_alias: str | None = None
+    dataset_path: str | None = None
+    dataset_name: str | None = None
+    dataset_kwargs: dict[str, Any] = field(default_factory=dict)
+    training_split: str | None = None
+    validation_split: str | None = None
+    test_split: str | None = None
+    fewshot_split: str | None = None
+    fewshot_sampler: str = "default"
+    fewshot_overrides: dict[str, Any] = field(default_factory=dict)
+    num_fewshot: int | None = None
+    description: str = ""
+    doc_to_text: Any = None
+    doc_to_target: Any = None
+    doc_to_choice: Any = None
+    target_delimiter: str = " "
+    fewshot_delimiter: str = "\n\n"
+    output_type: str = "multiple_choice"
+    metric_list: tuple[MetricSpec, ...] = (MetricSpec("acc"), MetricSpec("acc_norm"))
+    process_docs: Callable[[Any], Any] | None = None
+    should_decontaminate: bool = False
+    doc_to_decontamination_query: str | None = None
+    version: Any = "Yaml"
+    category_field: str | None = None
+    gate: GateTolerance = GateTolerance()
+    config_hash: str = ""
+
+    @property
+    def eval_split(self) -> str | None:
+        return self.test_split or self.validation_split
+
+    @property
+    def fewshot_pool_split(self) -> str | None:
+        return self.fewshot_split or self.training_split or self.validation_split or self.test_split
+
+
+def is_task_file(path: Path) -> bool:
+    """A YAML that defines one task: it has a string `task` key and no `group` key (lm-eval's rule)."""
+    try:
+        raw = read_yaml_file(path)
+    except TaskConfigError:
+        return True  # broken files are collected so that the user sees the error
+    return isinstance(raw.get("task"), str) and "group" not in raw
+
+
+def load_task_config(path: Path, *, allow_task_code: bool = False) -> TaskConfig:
+    raw = load_merged_yaml(path)
+    return _build_config(raw, path, allow_task_code)
+
+
+def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> TaskConfig:
+    unsupported = sorted(set(raw) & _UNSUPPORTED_LM_EVAL_KEYS)
+    if unsupported:
+        raise TaskConfigError(f"{path}: key '{unsupported[0]}' is not supported by pytest-modelbench")
+    known = {f for f in TaskConfig.__dataclass_fields__} | {"fewshot_config", "metadata", "modelbench"}
+    known -= {"source", "fewshot_sampler", "fewshot_overrides", "version", "category_field", "gate", "config_hash"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise TaskConfigError(f"{path}: unknown key '{unknown[0]}'")
+    task = raw.get("task")
+    if not isinstance(task, str) or not task:
+        raise TaskConfigError(f"{path}: key 'task' must be a task name")
+    if raw.get("output_type", "multiple_choice") != "multiple_choice":
+        raise TaskConfigError(
+            f"{path}: key 'output_type': only 'multiple_choice' is supported, found {raw['output_type']!r}"
+        )
+    for key in ("doc_to_text", "doc_to_choice"):
+        if raw.get(key) is None:
+            raise TaskConfigError(f"{path}: key '{key}' is required for a multiple_choice task")
+    if raw.get("doc_to_target") is None:
+        raise TaskConfigError(f"{path}: key 'doc_to_target' is required for a multiple_choice task")
+
+    def resolve(key: str, value: Any) -> Any:
+        if isinstance(value, FunctionRef):
+            return _resolve_function(value, path, key, allow_task_code)
+        return value
+
+    fewshot = raw.get("fewshot_config") or {}
+    if not isinstance(fewshot, dict):
+        raise TaskConfigError(f"{path}: key 'fewshot_config' must be a mapping")
+    bad = sorted(set(fewshot) - _FEWSHOT_CONFIG_KEYS)
+    if bad:
+        raise TaskConfigError(f"{path}: key 'fewshot_config.{bad[0]}' is not supported")
+    sampler = fewshot.get("sampler", "default")
+    if sampler not in _SAMPLERS:
+        raise TaskConfigError(f"{path}: key 'fewshot_config.sampler': unknown sampler {sampler!r} (use default or first_n)")
+    overrides = {k: resolve(f"fewshot_config.{k}", v) for k, v in fewshot.items() if k not in ("sampler", "split")}
+
+    tag = raw.get("tag") or ()
+    if isinstance(tag, str):
+        tag = (tag,)
+    if not all(isinstance(t, str) for t in tag):
+        raise TaskConfigError(f"{path}: key 'tag' must be a string or a list of strings")
+
+    dataset_kwargs = raw.get("dataset_kwargs") or {}
+    if not isinstance(dataset_kwargs, dict):
+        raise TaskConfigError(f"{path}: key 'dataset_kwargs' must be a mapping")
+
+    metadata = raw.get("metadata") or {}
+    modelbench = raw.get("modelbench") or {}
+    if not isinstance(modelbench, dict) or set(modelbench) - _MODELBENCH_KEYS:
+        raise TaskConfigError(f"{path}: key 'modelbench' may only hold {sorted(_MODELBENCH_KEYS)}")
+    gate = modelbench.get("gate") or {}
+    if not isinstance(gate, dict) or set(gate) - _GATE_KEYS:
+        raise TaskConfigError(f"{path}: key 'modelbench.gate' may only hold {sorted(_GATE_KEYS)}")
+
+    num_fewshot = raw.get("num_fewshot")
+    if num_fewshot is not None and (not isinstance(num_fewshot, int) or num_fewshot < 0):
+        raise TaskConfigError(f"{path}: key 'num_fewshot' must be a non-negative integer")
+
+    return TaskConfig(
+        task=task,
+        source=path,
+        tag=tuple(tag),
+        task_alias=raw.get("task_alias"),
+        dataset_path=raw.get("dataset_path"),
+        dataset_name=raw.get("dataset_name"),
+        dataset_kwargs=dataset_kwargs,
+        training_split=raw.get("training_split"),
+        validation_split=raw.get("validation_split"),
+        test_split=raw.get("test_split"),
+        fewshot_split=raw.get("fewshot_split") or fewshot.get("split"),
+        fewshot_sampler=sampler,
+        fewshot_overrides=overrides,
+        num_fewshot=num_fewshot,
+        description=raw.get("description") or "",
+        doc_to_text=resolve("doc_to_text", raw.get("doc_to_text")),
+        doc_to_target=resolve("doc_to_target", raw.get("doc_to_target")),
+        doc_to_choice=resolve("doc_to_choice", raw.get("doc_to_choice")),
+        target_delimiter=raw.get("target_delimiter", " "),
+        fewshot_delimiter=raw.get("fewshot_delimiter", "\n\n"),
+        metric_list=_metric_specs(raw.get("metric_list"), path),
+        process_docs=resolve("process_docs", raw.get("process_docs")),
+        should_decontaminate=bool(raw.get("should_decontaminate", False)),
+        doc_to_decontamination_query=raw.get("doc_to_decontamination_query"),
+        version=metadata.get("version", "Yaml") if isinstance(metadata, dict) else "Yaml",
+        category_field=modelbench.get("category_field"),
+        gate=GateTolerance(**gate),
+        config_hash=_config_hash(raw),
+    )
+
+
+def _metric_specs(metric_list: Any, path: Path) -> tuple[MetricSpec, ...]:
+    if metric_list is None:
+        return TaskConfig.metric_list
+    if not isinstance(metric_list, list) or not metric_list:
+        raise TaskConfigError(f"{path}: key 'metric_list' must be a non-empty list")
+    specs = []
+    for i, entry in enumerate(metric_list):
+        if not isinstance(entry, dict) or not isinstance(entry.get("metric"), str):
+            raise TaskConfigError(f"{path}: key 'metric_list[{i}]' needs a 'metric' name")
+        options = {k: v for k, v in entry.items() if k not in ("metric", "aggregation", "higher_is_better")}
+        specs.append(MetricSpec(entry["metric"], entry.get("aggregation", "mean"), entry.get("higher_is_better"), options))
+    return tuple(specs)
+
+
+def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: bool) -> Callable[..., Any]:
+    if not allow_task_code:
+        raise TaskConfigError(
+            f"{path}: key '{key}' uses '!function {ref.dotted_name}', which runs Python code from the suite "
+            "folder; pass --allow-task-code to allow it"
+        )
+    module_name, _, attr = ref.dotted_name.rpartition(".")
+    module_file = ref.yaml_dir / (module_name.replace(".", "/") + ".py")
+    if not module_file.is_file():
+        raise TaskConfigError(f"{path}: key '{key}': module file {module_file} not found")
+    spec = importlib.util.spec_from_file_location(f"modelbench_task_code.{module_name}", module_file)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        return getattr(module, attr)
+    except Exception as exc:  # user code: any failure is reported, not raised as a traceback
+        raise TaskConfigError(f"{path}: key '{key}': cannot load {ref.dotted_name}: {exc}") from None
+
+
+def _config_hash(raw: dict[str, Any]) -> str:
+    scoring = {k: v for k, v in raw.items() if k not in _NOT_SCORING_KEYS}
+    if isinstance(scoring.get("modelbench"), dict):
+        scoring["modelbench"] = {k: v for k, v in scoring["modelbench"].items() if k != "gate"}
+    text = json.dumps(scoring, sort_keys=True, default=lambda o: getattr(o, "dotted_name", repr(o)))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

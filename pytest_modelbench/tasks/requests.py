@@ -1,0 +1,121 @@
+"""Documents → few-shot contexts and (context, continuation) requests, exactly as lm-eval 0.4.13 builds them."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from pytest_modelbench.errors import DocumentError
+from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.templates import DocResolver, render
+
+FEWSHOT_SEED = 1234
+
+
+@dataclass(frozen=True)
+class DocumentRequests:
+    """One evaluated document: its shared context and one continuation per choice."""
+
+    doc_id: int
+    context: str
+    choices: tuple[str, ...]
+    continuations: tuple[str, ...]
+    gold: int | tuple[int, ...]
+    category: str | None
+    doc: Mapping[str, Any]
+
+
+class FewshotSampler:
+    """lm-eval's samplers: `default` draws with one Random(1234) per task in document order; `first_n` slices."""
+
+    def __init__(self, pool: Sequence[Mapping[str, Any]], method: str, exclude_eval_doc: bool):
+        self.pool = list(pool)
+        self.method = method
+        self.exclude_eval_doc = exclude_eval_doc
+        self.rnd = random.Random(FEWSHOT_SEED)
+
+    def shots(self, doc: Mapping[str, Any], n: int) -> list[Mapping[str, Any]]:
+        if n == 0:
+            return []
+        k = n + 1 if self.exclude_eval_doc else n
+        drawn = self.pool[:k] if self.method == "first_n" else self.rnd.sample(self.pool, k)
+        if self.exclude_eval_doc:
+            drawn = [shot for shot in drawn if shot != doc][:n]
+        return drawn
+
+
+class RequestBuilder:
+    def __init__(self, config: TaskConfig, field_names: set[str]):
+        self.config = config
+        self.resolver = DocResolver(field_names, has_choices=config.doc_to_choice is not None)
+        overrides = config.fewshot_overrides
+        self.shot_text = overrides.get("doc_to_text", config.doc_to_text)
+        self.shot_target = overrides.get("doc_to_target", config.doc_to_target)
+        self.shot_choice = overrides.get("doc_to_choice", config.doc_to_choice)
+        self.shot_target_delimiter = overrides.get("target_delimiter", config.target_delimiter)
+        self.shot_fewshot_delimiter = overrides.get("fewshot_delimiter", config.fewshot_delimiter)
+
+    def where(self, doc_id: int | str) -> str:
+        return f"{self.config.source}: task '{self.config.task}', document {doc_id}"
+
+    def build(self, doc_id: int, doc: Mapping[str, Any], shots: Sequence[Mapping[str, Any]]) -> DocumentRequests:
+        config, where = self.config, self.where(doc_id)
+        context = self._description(doc, where)
+        for shot in shots:
+            context += self._shot(shot, f"{where} (few-shot example)")
+        context += self.resolver.text(config.doc_to_text, doc, where)
+        choices = self.resolver.choices(config.doc_to_choice, doc, where)
+        gold = self._gold(self.resolver.target(config.doc_to_target, doc, where), choices, where)
+        return DocumentRequests(
+            doc_id=doc_id,
+            context=context,
+            choices=tuple(choices),
+            continuations=tuple(config.target_delimiter + choice for choice in choices),
+            gold=gold,
+            category=self._category(doc, where),
+            doc=doc,
+        )
+
+    def _description(self, doc: Mapping[str, Any], where: str) -> str:
+        description = self.config.description
+        if not description:
+            return ""
+        if description in self.resolver.field_names:
+            return str(doc[description])
+        return render(description, doc, where)
+
+    def _shot(self, shot: Mapping[str, Any], where: str) -> str:
+        question = self.resolver.text(self.shot_text, shot, where)
+        target = self.resolver.target(self.shot_target, shot, where)
+        if isinstance(target, list):
+            target = target[0]
+        if isinstance(target, int):
+            choices = self.resolver.choices(self.shot_choice, shot, where)
+            answer = choices[self._gold(target, choices, where)]
+        else:
+            answer = "" if target is None else str(target)
+        if not answer:
+            return question
+        return question + self.shot_target_delimiter + answer + self.shot_fewshot_delimiter
+
+    @staticmethod
+    def _gold(target: Any, choices: list[str], where: str) -> int | tuple[int, ...]:
+        if isinstance(target, list):
+            return tuple(RequestBuilder._gold(t, choices, where) for t in target)
+        if isinstance(target, int):  # bool included: True is index 1, as in lm-eval
+            if not 0 <= target < len(choices):
+                raise DocumentError(f"{where}: target index {target} is out of range for {len(choices)} choices")
+            return int(target)
+        if isinstance(target, str) and target in choices:
+            return choices.index(target)
+        raise DocumentError(f"{where}: target {target!r} is not among the choices {choices}")
+
+    def _category(self, doc: Mapping[str, Any], where: str) -> str | None:
+        field = self.config.category_field
+        if field is None:
+            return None
+        value = doc.get(field)
+        if value is None or value == "":
+            raise DocumentError(f"{where}: category field '{field}' is missing or empty")
+        return str(value)

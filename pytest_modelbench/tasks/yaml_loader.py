@@ -1,0 +1,77 @@
+"""Read task YAML files the way lm-eval 0.4.13 does: YAML 1.1, `!function` tags, recursive `include:`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_modelbench.errors import TaskConfigError
+
+
+@dataclass(frozen=True)
+class FunctionRef:
+    """A `!function module.attr` tag; resolved only when the user allows task code."""
+
+    dotted_name: str
+    yaml_dir: Path
+
+
+class _TaskYamlLoader(yaml.SafeLoader):
+    pass
+
+
+def _construct_function(loader: _TaskYamlLoader, node: yaml.Node) -> FunctionRef:
+    return FunctionRef(loader.construct_scalar(node), loader.yaml_dir)
+
+
+_TaskYamlLoader.add_constructor("!function", _construct_function)
+
+
+def read_yaml_file(path: Path) -> dict[str, Any]:
+    """Parse one YAML file (no include resolution) into a mapping."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TaskConfigError(f"{path}: cannot read task file ({exc.strerror})") from None
+    loader = _TaskYamlLoader(text)
+    loader.yaml_dir = path.parent
+    try:
+        data = loader.get_single_data()
+    except yaml.YAMLError as exc:
+        raise TaskConfigError(f"{path}: malformed YAML: {exc}") from None
+    finally:
+        loader.dispose()
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise TaskConfigError(f"{path}: a task file must be a mapping, found {type(data).__name__}")
+    return data
+
+
+def load_merged_yaml(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """Read `path` and merge its includes: shallow, in order, local keys winning (lm-eval's rule)."""
+    path = path.resolve()
+    if path in _chain:
+        cycle = " -> ".join(str(p) for p in (*_chain, path))
+        raise TaskConfigError(f"{_chain[0]}: include cycle: {cycle}")
+    config = read_yaml_file(path)
+    includes = config.pop("include", None)
+    if includes is None:
+        return config
+    if isinstance(includes, str):
+        includes = [includes]
+    if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
+        raise TaskConfigError(f"{path}: key 'include' must be a file name or a list of file names")
+    merged: dict[str, Any] = {}
+    for include in includes:
+        include_path = path.parent / include
+        if not include_path.is_file():
+            raise TaskConfigError(f"{path}: include '{include}' not found (looked for {include_path})")
+        included = load_merged_yaml(include_path, (*_chain, path))
+        included.pop("task_list", None)
+        merged.update(included)
+    merged.update(config)
+    return merged
