@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.report import format_table, results_document, summary_rows, write_json_atomic
 from pytest_modelbench.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
@@ -32,6 +33,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--model-args", help="extra model arguments, key=value,... (revision=..., add_bos_token=..., gguf_file=...)")
     group.addoption("--device", default="cpu", help="torch device (default: cpu)")
     group.addoption("--dtype", default="auto", choices=DTYPES, help="weights dtype (default: auto)")
+    group.addoption("--model-type", default="auto", choices=("auto", "causal", "masked"), help="causal or masked LM scoring; auto reads the checkpoint's architectures (default: auto)")
     group.addoption("--batch-size", default="1", help="batch size, an integer or 'auto' (default: 1)")
     group.addoption("--num-fewshot", type=int, default=None, help="few-shot examples per document (overrides the YAML)")
     group.addoption("--limit", type=int, default=None, help="score only the first N documents of each task")
@@ -41,10 +43,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--log-samples", action="store_true", help="add per-document requests and log-likelihoods to --results-json")
     parser.addini("modelbench_suites", "folders whose task YAMLs are collected", type="paths", default=[])
     parser.addini("modelbench_data_dir", "local mirror of hub datasets", default="")
+    gate.add_options(parser, parser.getgroup("modelbench"))  # baseline gate: --baseline-name, --gate-*, --md-report
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "modelbench: a task scored by pytest-modelbench")
+    gate.configure(config)  # registers the gate's session hooks (results, unused baselines, --md-report)
     data_dir = config.getoption("--data-dir") or os.environ.get(DATA_DIR_ENV) or config.getini("modelbench_data_dir")
     config.stash[RUNNER_KEY] = BenchRunner(
         RunOptions(
@@ -57,6 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
             limit=config.getoption("--limit"),
             data_dir=Path(data_dir).expanduser().resolve() if data_dir else None,
             allow_task_code=config.getoption("--allow-task-code"),
+            model_type=config.getoption("--model-type"),
         )
     )
 
@@ -99,7 +104,8 @@ class TaskItem(pytest.Item):
         runner = self.config.stash[RUNNER_KEY]
         if runner.options.model is None:
             pytest.skip(f"no --model given (try --model={DEFAULT_MODEL})")
-        runner.evaluate(self.task_config)
+        evaluation = runner.evaluate(self.task_config)
+        gate.check_item(self, evaluation, runner)  # baseline gate: fails on a regression, see gate/pytest_integration.py
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ModelbenchError):

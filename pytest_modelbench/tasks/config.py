@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from pytest_modelbench.document_rules import DocumentRules
 from pytest_modelbench.errors import TaskConfigError
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, read_yaml_file
 
@@ -23,6 +24,9 @@ _FEWSHOT_CONFIG_KEYS = {
 _SAMPLERS = {"default", "first_n"}
 _GATE_KEYS = {"absolute_margin", "relative_margin", "alpha"}
 _MODELBENCH_KEYS = {"category_field", "gate"}
+# Bias-suite keys of the `modelbench:` block (document_rules.py; masked_protocol: scoring/masked.py).
+_MODELBENCH_KEYS |= {"categories", "required_fields", "exclude", "masked_protocol"}
+_MASKED_PROTOCOLS = ("pll", "pll_shared")
 # Keys that do not change what is scored, so editing them does not invalidate a baseline.
 _NOT_SCORING_KEYS = {"tag", "task_alias", "should_decontaminate", "doc_to_decontamination_query"}
 
@@ -71,6 +75,8 @@ class TaskConfig:
     doc_to_decontamination_query: str | None = None
     version: Any = "Yaml"
     category_field: str | None = None
+    categories: tuple[str, ...] | None = None  # modelbench.categories: every one is reported, empty ones as empty
+    masked_protocol: str = "pll"  # modelbench.masked_protocol: how a masked LM scores the choices
     gate: GateTolerance = GateTolerance()
     config_hash: str = ""
 
@@ -103,6 +109,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         raise TaskConfigError(f"{path}: key '{unsupported[0]}' is not supported by pytest-modelbench")
     known = {f for f in TaskConfig.__dataclass_fields__} | {"fewshot_config", "metadata", "modelbench"}
     known -= {"source", "fewshot_sampler", "fewshot_overrides", "version", "category_field", "gate", "config_hash"}
+    known -= {"categories", "masked_protocol"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise TaskConfigError(f"{path}: unknown key '{unknown[0]}'")
@@ -179,13 +186,54 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         target_delimiter=raw.get("target_delimiter", " "),
         fewshot_delimiter=raw.get("fewshot_delimiter", "\n\n"),
         metric_list=_metric_specs(raw.get("metric_list"), path),
-        process_docs=resolve("process_docs", raw.get("process_docs")),
+        process_docs=_document_rules(modelbench, path, task, resolve("process_docs", raw.get("process_docs"))),
         should_decontaminate=bool(raw.get("should_decontaminate", False)),
         doc_to_decontamination_query=raw.get("doc_to_decontamination_query"),
         version=metadata.get("version", "Yaml") if isinstance(metadata, dict) else "Yaml",
         category_field=modelbench.get("category_field"),
+        categories=_string_list(modelbench, "categories", path),
+        masked_protocol=_masked_protocol(modelbench, path),
         gate=GateTolerance(**gate),
         config_hash=_config_hash(raw),
+    )
+
+
+def _string_list(block: dict[str, Any], key: str, path: Path) -> tuple[str, ...] | None:
+    value = block.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise TaskConfigError(f"{path}: key 'modelbench.{key}' must be a non-empty list of strings")
+    return tuple(value)
+
+
+def _masked_protocol(block: dict[str, Any], path: Path) -> str:
+    value = block.get("masked_protocol", "pll")
+    if value not in _MASKED_PROTOCOLS:
+        raise TaskConfigError(
+            f"{path}: key 'modelbench.masked_protocol' must be one of {', '.join(_MASKED_PROTOCOLS)}, got {value!r}"
+        )
+    return value
+
+
+def _document_rules(block: dict[str, Any], path: Path, task: str, process_docs: Any) -> Any:
+    """The modelbench block's row rules as a process_docs step (the YAML's own process_docs runs after them)."""
+    required = _string_list(block, "required_fields", path) or ()
+    categories = _string_list(block, "categories", path)
+    exclude = block.get("exclude") or {}
+    if not isinstance(exclude, dict) or not all(isinstance(v, list) for v in exclude.values()):
+        raise TaskConfigError(f"{path}: key 'modelbench.exclude' must map field names to lists of values")
+    if categories is not None and not block.get("category_field"):
+        raise TaskConfigError(f"{path}: key 'modelbench.categories' needs 'modelbench.category_field'")
+    if not required and categories is None and not exclude:
+        return process_docs
+    return DocumentRules(
+        where=f"{path}: task '{task}'",
+        required_fields=required,
+        category_field=block.get("category_field"),
+        categories=categories,
+        exclude={name: tuple(values) for name, values in exclude.items()},
+        then=process_docs,
     )
 
 

@@ -1,0 +1,559 @@
+"""A stored baseline: the data model, its JSON layout, and validation that names the file on any problem.
+
+One file per task and baseline name (``baselines/<name>/<suite>/<task>.json``). It holds, per metric, the
+value, stderr and n overall and per category; the per-document outcomes the paired tests need (document hash →
+doc id, category, one value per metric); the tolerance in force when it was recorded; and provenance (model and
+weights fingerprint, task config hash, dataset fingerprint, limit, few-shot count, scoring protocol, dtype,
+batch size, package versions, date). A ``checksum`` over the canonical content makes any hand edit or partial
+write detectable.
+
+Layout (abridged)::
+
+    {
+      "format": "pytest-modelbench-baseline/1",
+      "task": "bangla_mmlu", "suite": "bangla", "baseline_name": "default",
+      "provenance": {"model": "org/ckpt-v1", "model_fingerprint": "hub:org/ckpt-v1@3f2a...", ...},
+      "gate": {"absolute_margin": 0.01, "relative_margin": 0.0, "alpha": 0.05},
+      "metrics": {"acc": {"direction": "higher", "ideal": null, "binary": true}},
+      "category_field": "subject",
+      "scores": {"overall": {"acc": {"value": 0.41, "stderr": 0.02, "n": 500}},
+                 "categories": {"biology": {"acc": {"value": 0.45, "stderr": 0.07, "n": 51}}, ...}},
+      "documents": {
+        "columns": ["doc_id", "category", "acc"],
+        "rows": {
+          "9c1e0a7d4b2f8e61": [0, "biology", 1],
+          ...
+        }
+      },
+      "checksum": "sha256:..."
+    }
+
+Rows are written one per line in document order, so a flipped outcome is a one-line diff in review.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from pytest_modelbench.errors import BaselineError
+from pytest_modelbench.metrics.registry import Direction
+
+FORMAT = "pytest-modelbench-baseline/1"
+CATEGORY_COLUMN = "category"
+DOC_ID_COLUMN = "doc_id"
+_HASH_RE = re.compile(r"^[0-9a-f]{16}(#[1-9][0-9]*)?$")
+_RECREATE_HINT = "restore it from version control, or re-create it with --snapshot-update"
+# Provenance keys whose difference makes a baseline incomparable ("re-baseline required").
+COMPARABILITY_KEYS = {
+    "task_config_hash": "task config",
+    "data_fingerprint": "dataset",
+    "limit": "limit",
+    "num_fewshot": "num_fewshot",
+    "scoring_protocol": "scoring protocol",
+}
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    name: str
+    direction: str  # higher | lower | ideal
+    ideal: float | None
+    binary: bool
+
+    def as_direction(self) -> Direction:
+        return Direction(self.direction, self.ideal)
+
+
+@dataclass(frozen=True)
+class Summary:
+    value: float | None
+    stderr: float | None
+    n: int
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """The resolved gate tolerance: effective margin = max(absolute, relative × |baseline value|)."""
+
+    absolute_margin: float = 0.01
+    relative_margin: float = 0.0
+    alpha: float = 0.05
+
+    def margin_for(self, baseline_value: float) -> float:
+        return max(self.absolute_margin, self.relative_margin * abs(baseline_value))
+
+
+@dataclass(frozen=True)
+class Provenance:
+    model: str
+    model_fingerprint: str
+    task_config_hash: str
+    data_fingerprint: str
+    limit: int | None
+    num_fewshot: int
+    scoring_protocol: str
+    dtype: str
+    batch_size: int | str
+    device: str
+    packages: Mapping[str, str] = field(default_factory=dict)
+    created: str = ""
+
+
+@dataclass(frozen=True)
+class BaselineRecord:
+    """One task's scores as stored (or as the candidate run would store them)."""
+
+    task: str
+    suite: str
+    baseline_name: str
+    provenance: Provenance
+    tolerance: Tolerance
+    metrics: tuple[MetricInfo, ...]
+    category_field: str | None
+    overall: Mapping[str, Summary]
+    categories: Mapping[str, Mapping[str, Summary]]
+    doc_keys: tuple[str, ...]
+    doc_ids: tuple[int, ...]
+    doc_categories: tuple[str | None, ...]
+    values: Mapping[str, np.ndarray]  # metric name → per-document values, in doc_keys order
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.metrics)
+
+    def metric(self, name: str) -> MetricInfo:
+        return next(m for m in self.metrics if m.name == name)
+
+
+# --------------------------------------------------------------------------- building from an evaluation
+
+
+def document_hash(context: str, continuations: Sequence[str], gold: Any) -> str:
+    """Stable identity of a scored document: what the model sees and what is scored (16 hex digits of sha256)."""
+    digest = hashlib.sha256()
+    digest.update(context.encode("utf-8"))
+    digest.update(b"\x00")
+    for continuation in continuations:
+        digest.update(continuation.encode("utf-8"))
+        digest.update(b"\x1f")
+    digest.update(repr(gold).encode("utf-8"))
+    return digest.hexdigest()[:16]
+
+
+def document_keys(hashes: Iterable[str]) -> tuple[str, ...]:
+    """Hashes made unique: the k-th repeat of an identical document gets the suffix ``#k`` (k ≥ 2)."""
+    seen: dict[str, int] = {}
+    keys = []
+    for digest in hashes:
+        seen[digest] = seen.get(digest, 0) + 1
+        keys.append(digest if seen[digest] == 1 else f"{digest}#{seen[digest]}")
+    return tuple(keys)
+
+
+def _summary(summary: Any) -> Summary:
+    return Summary(summary.value, summary.stderr, int(summary.n))
+
+
+def record_from_evaluation(
+    evaluation: Any, *, suite: str, baseline_name: str, provenance: Provenance, tolerance: Tolerance
+) -> BaselineRecord:
+    """The record a candidate run would store, from a TaskEvaluation (prepared documents + TaskScores)."""
+    prepared, scores = evaluation.prepared, evaluation.scores
+    documents = prepared.documents
+    keys = document_keys(document_hash(d.context, d.continuations, d.gold) for d in documents)
+    metrics = tuple(
+        MetricInfo(m.name, m.direction.kind, m.direction.ideal, bool(m.binary)) for m in scores.metrics
+    )
+    values = {}
+    for metric in metrics:
+        array = np.asarray(scores.per_document[metric.name], dtype=float)
+        values[metric.name] = np.rint(array) if metric.binary else array
+    return BaselineRecord(
+        task=scores.task,
+        suite=suite,
+        baseline_name=baseline_name,
+        provenance=provenance,
+        tolerance=tolerance,
+        metrics=metrics,
+        category_field=prepared.config.category_field,
+        overall={name: _summary(s) for name, s in scores.overall.items()},
+        categories={
+            category: {name: _summary(s) for name, s in block.items()}
+            for category, block in scores.by_category.items()
+        },
+        doc_keys=keys,
+        doc_ids=tuple(int(d.doc_id) for d in documents),
+        doc_categories=tuple(d.category for d in documents),
+        values=values,
+    )
+
+
+# --------------------------------------------------------------------------- serialization
+
+
+def _number(value: float, binary: bool) -> int | float:
+    return int(value) if binary else float(value)
+
+
+def _summary_json(summary: Summary) -> dict[str, Any]:
+    return {"value": summary.value, "stderr": summary.stderr, "n": summary.n}
+
+
+def _columns(record: BaselineRecord) -> list[str]:
+    columns = [DOC_ID_COLUMN]
+    if record.category_field is not None:
+        columns.append(CATEGORY_COLUMN)
+    return columns + list(record.metric_names)
+
+
+def _rows(record: BaselineRecord) -> dict[str, list[Any]]:
+    rows = {}
+    for i, key in enumerate(record.doc_keys):
+        row: list[Any] = [record.doc_ids[i]]
+        if record.category_field is not None:
+            row.append(record.doc_categories[i])
+        row += [_number(record.values[m.name][i], m.binary) for m in record.metrics]
+        rows[key] = row
+    return rows
+
+
+def to_document(record: BaselineRecord) -> dict[str, Any]:
+    """The JSON document (without checksum)."""
+    p = record.provenance
+    return {
+        "format": FORMAT,
+        "task": record.task,
+        "suite": record.suite,
+        "baseline_name": record.baseline_name,
+        "provenance": {
+            "model": p.model,
+            "model_fingerprint": p.model_fingerprint,
+            "task_config_hash": p.task_config_hash,
+            "data_fingerprint": p.data_fingerprint,
+            "limit": p.limit,
+            "num_fewshot": p.num_fewshot,
+            "scoring_protocol": p.scoring_protocol,
+            "dtype": p.dtype,
+            "batch_size": p.batch_size,
+            "device": p.device,
+            "packages": dict(sorted(p.packages.items())),
+            "created": p.created,
+        },
+        "gate": {
+            "absolute_margin": record.tolerance.absolute_margin,
+            "relative_margin": record.tolerance.relative_margin,
+            "alpha": record.tolerance.alpha,
+        },
+        "metrics": {
+            m.name: {"direction": m.direction, "ideal": m.ideal, "binary": m.binary} for m in record.metrics
+        },
+        "category_field": record.category_field,
+        "scores": {
+            "overall": {name: _summary_json(s) for name, s in record.overall.items()},
+            "categories": {
+                category: {name: _summary_json(s) for name, s in block.items()}
+                for category, block in sorted(record.categories.items())
+            },
+        },
+        "documents": {"columns": _columns(record), "rows": _rows(record)},
+    }
+
+
+def checksum(document: Mapping[str, Any]) -> str:
+    body = {k: v for k, v in document.items() if k != "checksum"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def dumps(record: BaselineRecord) -> str:
+    """Readable, diff-friendly JSON: indented, with one document row per line."""
+    document = to_document(record)
+    document["checksum"] = checksum(document)
+    rows = document["documents"]["rows"]
+    placeholder = "@@ROWS@@"
+    document["documents"]["rows"] = placeholder
+    text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
+    if rows:
+        lines = [
+            f"      {json.dumps(key)}: {json.dumps(row, ensure_ascii=False, separators=(', ', ': '))}"
+            for key, row in rows.items()
+        ]
+        rendered = "{\n" + ",\n".join(lines) + "\n    }"
+    else:
+        rendered = "{}"
+    return text.replace(json.dumps(placeholder), rendered, 1) + "\n"
+
+
+# --------------------------------------------------------------------------- parsing and validation
+
+
+class _Invalid(Exception):
+    pass
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise _Invalid(message)
+
+
+def _get(mapping: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    label = f"{where}.{key}" if where else key
+    _require(isinstance(mapping, dict), f"key '{where}' must be an object")
+    _require(key in mapping, f"key '{label}' is missing")
+    value = mapping[key]
+    if kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, kind)
+    _require(ok, f"key '{label}' has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _optional_number(value: Any, label: str) -> float | None:
+    if value is None:
+        return None
+    _require(isinstance(value, (int, float)) and not isinstance(value, bool), f"key '{label}' must be a number or null")
+    _require(math.isfinite(value), f"key '{label}' must be finite")
+    return float(value)
+
+
+def _parse_summary(raw: Any, label: str) -> Summary:
+    _require(isinstance(raw, dict), f"key '{label}' must be an object")
+    n = _get(raw, "n", int, label)
+    _require(n >= 0, f"key '{label}.n' must be >= 0")
+    return Summary(_optional_number(raw.get("value"), f"{label}.value"), _optional_number(raw.get("stderr"), f"{label}.stderr"), n)
+
+
+def parse(text: str, source: str | os.PathLike) -> BaselineRecord:
+    """Parse and validate a stored baseline; any problem is a BaselineError naming `source`."""
+    record, problem = parse_or_problem(text)
+    if problem is not None:
+        raise BaselineError(f"{source}: {problem}")
+    return record
+
+
+def parse_or_problem(text: str) -> tuple[BaselineRecord | None, str | None]:
+    """(record, None) for a valid baseline, else (None, what is wrong with it) — without the file name."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, (
+            f"corrupt baseline, not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); {_RECREATE_HINT}"
+        )
+    try:
+        return _parse_document(document), None
+    except _Invalid as exc:
+        return None, f"invalid baseline: {exc}; {_RECREATE_HINT}"
+
+
+def _parse_document(document: Any) -> BaselineRecord:
+    _require(isinstance(document, dict), "the file must hold a JSON object")
+    fmt = document.get("format")
+    _require(fmt == FORMAT, f"unsupported format {fmt!r} (this version reads {FORMAT!r})")
+    stored_sum = document.get("checksum")
+    _require(isinstance(stored_sum, str), "key 'checksum' is missing")
+    _require(
+        stored_sum == checksum(document),
+        "checksum mismatch: the file was edited by hand or damaged (baselines are written only by "
+        "--snapshot-update)",
+    )
+    task = _get(document, "task", str, "")
+    suite = _get(document, "suite", str, "")
+    name = _get(document, "baseline_name", str, "")
+
+    raw_p = _get(document, "provenance", dict, "")
+    limit = raw_p.get("limit")
+    _require(limit is None or (isinstance(limit, int) and not isinstance(limit, bool)), "key 'provenance.limit' must be an integer or null")
+    batch_size = raw_p.get("batch_size")
+    _require(isinstance(batch_size, (int, str)) and not isinstance(batch_size, bool), "key 'provenance.batch_size' must be an integer or 'auto'")
+    packages = raw_p.get("packages", {})
+    _require(isinstance(packages, dict) and all(isinstance(v, str) for v in packages.values()), "key 'provenance.packages' must map names to versions")
+    provenance = Provenance(
+        model=_get(raw_p, "model", str, "provenance"),
+        model_fingerprint=_get(raw_p, "model_fingerprint", str, "provenance"),
+        task_config_hash=_get(raw_p, "task_config_hash", str, "provenance"),
+        data_fingerprint=_get(raw_p, "data_fingerprint", str, "provenance"),
+        limit=limit,
+        num_fewshot=_get(raw_p, "num_fewshot", int, "provenance"),
+        scoring_protocol=_get(raw_p, "scoring_protocol", str, "provenance"),
+        dtype=_get(raw_p, "dtype", str, "provenance"),
+        batch_size=batch_size,
+        device=_get(raw_p, "device", str, "provenance"),
+        packages=packages,
+        created=_get(raw_p, "created", str, "provenance"),
+    )
+
+    raw_gate = _get(document, "gate", dict, "")
+    tolerance = Tolerance(
+        absolute_margin=float(_get(raw_gate, "absolute_margin", float, "gate")),
+        relative_margin=float(_get(raw_gate, "relative_margin", float, "gate")),
+        alpha=float(_get(raw_gate, "alpha", float, "gate")),
+    )
+
+    raw_metrics = _get(document, "metrics", dict, "")
+    _require(bool(raw_metrics), "key 'metrics' must name at least one metric")
+    metrics = []
+    for metric_name, spec in raw_metrics.items():
+        label = f"metrics.{metric_name}"
+        direction = _get(spec, "direction", str, label)
+        _require(direction in ("higher", "lower", "ideal"), f"key '{label}.direction' must be higher, lower or ideal")
+        ideal = _optional_number(spec.get("ideal"), f"{label}.ideal")
+        _require((ideal is not None) == (direction == "ideal"), f"key '{label}.ideal' must be set exactly for an ideal direction")
+        metrics.append(MetricInfo(metric_name, direction, ideal, _get(spec, "binary", bool, label)))
+    metric_names = [m.name for m in metrics]
+
+    category_field = document.get("category_field")
+    _require(category_field is None or isinstance(category_field, str), "key 'category_field' must be a string or null")
+
+    raw_scores = _get(document, "scores", dict, "")
+    raw_overall = _get(raw_scores, "overall", dict, "scores")
+    _require(sorted(raw_overall) == sorted(metric_names), "key 'scores.overall' must hold exactly the metrics listed in 'metrics'")
+    overall = {m: _parse_summary(raw_overall[m], f"scores.overall.{m}") for m in metric_names}
+    categories = {}
+    for category, block in _get(raw_scores, "categories", dict, "scores").items():
+        _require(isinstance(block, dict) and sorted(block) == sorted(metric_names), f"key 'scores.categories.{category}' must hold one entry per metric")
+        categories[category] = {m: _parse_summary(block[m], f"scores.categories.{category}.{m}") for m in metric_names}
+
+    raw_docs = _get(document, "documents", dict, "")
+    columns = _get(raw_docs, "columns", list, "documents")
+    expected = [DOC_ID_COLUMN] + ([CATEGORY_COLUMN] if category_field is not None else []) + metric_names
+    _require(columns == expected, f"key 'documents.columns' must be {expected}, found {columns}")
+    rows = _get(raw_docs, "rows", dict, "documents")
+    has_category = category_field is not None
+    first_metric = 2 if has_category else 1
+    doc_ids, doc_categories = [], []
+    values = {m: np.empty(len(rows)) for m in metric_names}
+    for i, (key, row) in enumerate(rows.items()):
+        _require(bool(_HASH_RE.match(key)), f"document key {key!r} is not a document hash")
+        _require(isinstance(row, list) and len(row) == len(columns), f"document {key}: expected {len(columns)} values")
+        _require(isinstance(row[0], int) and not isinstance(row[0], bool), f"document {key}: doc_id must be an integer")
+        doc_ids.append(row[0])
+        if has_category:
+            _require(isinstance(row[1], str), f"document {key}: category must be a string")
+            doc_categories.append(row[1])
+        else:
+            doc_categories.append(None)
+        for metric, value in zip(metrics, row[first_metric:]):
+            number = _optional_number(value, f"documents.rows.{key}.{metric.name}")
+            _require(number is not None, f"document {key}: value of '{metric.name}' is missing")
+            if metric.binary:
+                _require(number in (0.0, 1.0), f"document {key}: '{metric.name}' is binary, found {value!r}")
+            values[metric.name][i] = number
+
+    for metric in metric_names:
+        summary = overall[metric]
+        _require(summary.n == len(rows), f"key 'scores.overall.{metric}.n' is {summary.n} but there are {len(rows)} documents")
+        if rows and summary.value is not None:
+            recomputed = float(np.mean(values[metric]))
+            _require(
+                math.isclose(summary.value, recomputed, rel_tol=1e-9, abs_tol=1e-12),
+                f"key 'scores.overall.{metric}.value' ({summary.value}) does not match the per-document outcomes ({recomputed})",
+            )
+
+    return BaselineRecord(
+        task=task,
+        suite=suite,
+        baseline_name=name,
+        provenance=provenance,
+        tolerance=tolerance,
+        metrics=tuple(metrics),
+        category_field=category_field,
+        overall=overall,
+        categories=categories,
+        doc_keys=tuple(rows),
+        doc_ids=tuple(doc_ids),
+        doc_categories=tuple(doc_categories),
+        values=values,
+    )
+
+
+def read(path: Path) -> BaselineRecord | None:
+    """Parse the baseline at `path`, or None when there is none."""
+    text = read_text(path)
+    return None if text is None else parse(text, path)
+
+
+def read_text(path: Path) -> str | None:
+    """The file's text (undecodable bytes replaced, so they fail validation), or None when there is none."""
+    try:
+        return Path(path).read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read baseline ({exc.strerror or exc})") from None
+
+
+# --------------------------------------------------------------------------- comparability
+
+
+def comparability_problems(baseline: BaselineRecord, candidate: BaselineRecord) -> list[str]:
+    """Why the stored baseline cannot be compared with the candidate run (empty when it can)."""
+    problems = []
+    if baseline.task != candidate.task:
+        problems.append(f"task name changed ({baseline.task!r} → {candidate.task!r})")
+    for key, label in COMPARABILITY_KEYS.items():
+        old, new = getattr(baseline.provenance, key), getattr(candidate.provenance, key)
+        if old != new:
+            problems.append(f"{label} changed ({old!r} → {new!r})")
+    if baseline.metrics != candidate.metrics:
+        old = ", ".join(f"{m.name}:{m.direction}" for m in baseline.metrics)
+        new = ", ".join(f"{m.name}:{m.direction}" for m in candidate.metrics)
+        problems.append(f"metrics changed ({old} → {new})")
+    if baseline.category_field != candidate.category_field:
+        problems.append(f"category field changed ({baseline.category_field!r} → {candidate.category_field!r})")
+    if not problems:
+        old_keys, new_keys = set(baseline.doc_keys), set(candidate.doc_keys)
+        missing, extra = old_keys - new_keys, new_keys - old_keys
+        if missing or extra:
+            problems.append(
+                f"documents differ: {len(missing)} of the baseline's {len(old_keys)} documents are not in this run "
+                f"and {len(extra)} of this run's {len(new_keys)} are not in the baseline (prompts or answers changed)"
+            )
+    return problems
+
+
+def rebaseline_problem(baseline: BaselineRecord, candidate: BaselineRecord) -> str | None:
+    """The "re-baseline required" message when the two runs are not comparable, else None."""
+    problems = comparability_problems(baseline, candidate)
+    if not problems:
+        return None
+    return (
+        "re-baseline required: " + "; ".join(problems) + ". The stored baseline was recorded under other settings, "
+        "so comparing with it would report false regressions; review the change and re-record it with "
+        "--snapshot-update"
+    )
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write through an exclusive temporary file in the same folder, fsync, then rename over `path`.
+
+    A reader (or a crash) never sees half a file; concurrent writers (pytest-xdist workers) each own their
+    temporary file, and the last rename wins with a complete file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,490 @@
+"""What the plugin calls: gate options, one check per scored task item, and the session-level reporting.
+
+plugin.py makes three calls: `add_options` (pytest_addoption), `configure` (pytest_configure; registers
+`GateSession`, which holds the session hooks) and `check_item` (TaskItem.runtest, after the evaluation).
+
+Outcome of a task item (the gate is active, see `GateSession.active`):
+  PASS, IMPROVED, INCONCLUSIVE entries   → the item passes; improvements and inconclusive entries (with their
+                                           minimum detectable effect) are reported in the terminal summary
+                                           and the markdown report, never failed on.
+  any REGRESSED entry                    → the item fails with the category table, worst first.
+  baseline missing                       → fails ("no baseline ..."), as syrupy does for a missing snapshot.
+  baseline corrupt / hand-edited         → fails with an error naming the file; the file is left untouched.
+  baseline not comparable                → fails with "re-baseline required" and what changed.
+With --snapshot-update the last four write the candidate's record instead (and the item passes); a
+baseline whose entries all stay inside the band is never rewritten. --snapshot-update-new-only writes
+missing baselines only.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import platform
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_modelbench.errors import BaselineError, ModelbenchError, TaskConfigError
+from pytest_modelbench.gate.baseline import (
+    Provenance,
+    Tolerance,
+    dumps,
+    read_text,
+    record_from_evaluation,
+    write_text_atomic,
+)
+from pytest_modelbench.gate.report import (
+    STATUS_COMPARED,
+    STATUS_CREATED,
+    STATUS_INVALID,
+    STATUS_MISSING,
+    STATUS_OFF,
+    STATUS_REBASELINE,
+    STATUS_UPDATED,
+    GateResult,
+    failure_message,
+    markdown,
+    properties,
+    terminal_lines,
+)
+from pytest_modelbench.gate.syrupy_extension import (
+    BaselineExtension,
+    BaselineSite,
+    BaselineUpdateExtension,
+    GateOutcome,
+    gate_texts,
+)
+
+DEFAULT_BASELINE_NAME = "default"
+DEFAULT_BASELINES_DIR = "baselines"
+DEFAULT_TOLERANCE = Tolerance(absolute_margin=0.01, relative_margin=0.0, alpha=0.05)
+CAUSAL_PROTOCOL = "causal-lm loglikelihood, lm-eval 0.4.13 request rules"
+MASKED_PROTOCOL = "masked-lm pseudo-log-likelihood"
+PACKAGES = ("pytest-modelbench", "torch", "transformers", "tokenizers", "datasets", "numpy")
+EXIT_STATUS_FAIL_UNUSED = 1  # as syrupy
+_UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
+_YAML_SUFFIXES = (".yaml", ".yml")
+
+
+class GateFailure(ModelbenchError):
+    """A task regressed against its baseline; the message holds the category table."""
+
+
+def add_options(parser: pytest.Parser, group: Any) -> None:
+    group.addoption(
+        "--baseline-name", default=None,
+        help="baseline to gate against, by name, never by model id (also ini modelbench_baseline_name; "
+        f"default: {DEFAULT_BASELINE_NAME})",
+    )
+    group.addoption(
+        "--baselines-dir", default=None,
+        help=f"folder holding <baseline-name>/<suite>/<task>.json (also ini modelbench_baselines_dir; default: {DEFAULT_BASELINES_DIR})",
+    )
+    group.addoption("--gate-margin", type=float, default=None,
+                    help=f"absolute non-inferiority margin (overrides the YAML; default {DEFAULT_TOLERANCE.absolute_margin})")
+    group.addoption("--gate-relative-margin", type=float, default=None,
+                    help="relative margin, a fraction of the baseline value (overrides the YAML; default 0)")
+    group.addoption("--gate-alpha", type=float, default=None,
+                    help=f"significance level of the gate's tests (overrides the YAML; default {DEFAULT_TOLERANCE.alpha})")
+    group.addoption("--md-report", default=None, metavar="PATH", help="write the gate results as markdown to PATH")
+    parser.addini("modelbench_baseline_name", "baseline name to gate against", default=DEFAULT_BASELINE_NAME)
+    parser.addini("modelbench_baselines_dir", "folder of baselines (relative to the ini file)", default="")
+
+
+def configure(config: pytest.Config) -> "GateSession":
+    session = GateSession(config)
+    config.stash[GATE_KEY] = session
+    config.pluginmanager.register(session, "modelbench-gate")
+    return session
+
+
+def check_item(item: pytest.Item, evaluation: Any, runner: Any) -> None:
+    """Gate one evaluated task item against its baseline (see the module docstring for the outcomes)."""
+    session = item.config.stash.get(GATE_KEY, None)
+    if session is not None:
+        session.check(item, evaluation, runner)
+
+
+def _check_cli_tolerance(config: pytest.Config) -> dict[str, float]:
+    overrides = {}
+    for option, key in (("--gate-margin", "absolute_margin"), ("--gate-relative-margin", "relative_margin"),
+                        ("--gate-alpha", "alpha")):
+        value = config.getoption(option)
+        if value is None:
+            continue
+        problem = _tolerance_problem(key, value)
+        if problem:
+            raise pytest.UsageError(f"{option} {problem}")
+        overrides[key] = float(value)
+    return overrides
+
+
+def _tolerance_problem(key: str, value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"must be a number, got {value!r}"
+    if key == "alpha" and not 0 < value < 1:
+        return f"must lie strictly between 0 and 1, got {value!r}"
+    if key != "alpha" and value < 0:
+        return f"must be >= 0, got {value!r}"
+    return None
+
+
+def safe_file_stem(task: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", task).lstrip(".") or "_"
+
+
+def _package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def scoring_protocol(evaluation: Any, loaded: Any) -> str:
+    """How the numbers were produced; a baseline scored under another protocol is not comparable.
+
+    An explicit `scoring_protocol` carried by the evaluation wins; otherwise the model type (causal
+    log-likelihood or masked pseudo-log-likelihood, with the task's masked protocol) and the scorer's knobs
+    from --model-args (add_bos_token, prefix_token_id, max_length).
+    """
+    explicit = getattr(evaluation, "scoring_protocol", None) or getattr(evaluation.prepared, "scoring_protocol", None)
+    if explicit:
+        return str(explicit)
+    if getattr(loaded, "model_type", "causal") == "masked":
+        masked = getattr(evaluation.prepared.config, "masked_protocol", None) or "pll"
+        base = f"{MASKED_PROTOCOL} ({masked})"
+    else:
+        base = CAUSAL_PROTOCOL
+    knobs = "".join(f"; {k}={v}" for k, v in sorted((getattr(loaded, "scorer_kwargs", None) or {}).items()))
+    return base + knobs
+
+
+def _weights_dtype(model: Any) -> str:
+    try:
+        return str(next(model.parameters()).dtype).removeprefix("torch.")
+    except Exception:  # not a torch module, or no parameters: fall back to the requested dtype
+        return ""
+
+
+class GateSession:
+    """Per-session gate state and hooks (registered as a plugin by `configure`)."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.overrides = _check_cli_tolerance(config)
+        cli_name = config.getoption("--baseline-name")
+        self.name_explicit = bool(cli_name) or "modelbench_baseline_name" in config.inicfg
+        self.baseline_name = cli_name or config.getini("modelbench_baseline_name") or DEFAULT_BASELINE_NAME
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.baseline_name):
+            raise pytest.UsageError(
+                f"--baseline-name must be a simple name (letters, digits, '.', '_', '-'), got {self.baseline_name!r}"
+            )
+        self.baselines_dir = self._baselines_dir()
+        option = config.option
+        self.update = bool(getattr(option, "update_snapshots", False))
+        self.update_new_only = bool(getattr(option, "update_new_snapshots_only", False))
+        self.warn_unused = bool(getattr(option, "warn_unused_snapshots", False))
+        self.disable_unused = bool(getattr(option, "disable_unused_snapshots", False))
+        self.no_cleanup = bool(getattr(option, "no_cleanup", False))
+        self.details = bool(getattr(option, "include_snapshot_details", False))
+        # Gate on when baselines exist for this name, when the name was chosen explicitly (CLI or ini), or when
+        # updating; otherwise scores are reported without a gate and the summary says so.
+        self.active = self.update or self.update_new_only or self.name_explicit or self.name_dir.is_dir()
+        self.suite_roots = sorted((Path(p) for p in config.getini("modelbench_suites")), key=lambda p: -len(p.parts))
+        self.suite_dirs: set[Path] = set()
+        self.results: list[GateResult] = []
+        self.unused: set[str] = set()
+        self.deleted: list[str] = []
+        self.ran_tasks = False
+
+    # ------------------------------------------------------------------ paths
+
+    def _baselines_dir(self) -> Path:
+        config = self.config
+        cli = config.getoption("--baselines-dir")
+        if cli:
+            return (Path(config.invocation_params.dir) / cli).resolve()
+        ini = config.getini("modelbench_baselines_dir")
+        if ini:
+            base = config.inipath.parent if config.inipath else config.rootpath
+            return (base / ini).resolve()
+        return (config.rootpath / DEFAULT_BASELINES_DIR).resolve()
+
+    @property
+    def name_dir(self) -> Path:
+        return self.baselines_dir / self.baseline_name
+
+    def suite_key(self, yaml_path: Path) -> str:
+        folder = Path(yaml_path).resolve().parent
+        for root in self.suite_roots:
+            root = root.resolve()
+            if folder == root:
+                return root.name
+            if root in folder.parents:
+                return folder.relative_to(root).as_posix()
+        return folder.name
+
+    def baseline_path(self, yaml_path: Path, task: str) -> Path:
+        return self.name_dir / self.suite_key(yaml_path) / f"{safe_file_stem(task)}.json"
+
+    def display(self, path: Path | str) -> str:
+        try:
+            return Path(path).relative_to(self.config.rootpath).as_posix()
+        except ValueError:
+            return str(path)
+
+    # ------------------------------------------------------------------ one item
+
+    def tolerance(self, task_config: Any) -> Tolerance:
+        values = {}
+        yaml_gate = task_config.gate
+        for key in ("absolute_margin", "relative_margin", "alpha"):
+            if key in self.overrides:
+                values[key] = self.overrides[key]
+                continue
+            value = getattr(yaml_gate, key, None)
+            if value is None:
+                values[key] = getattr(DEFAULT_TOLERANCE, key)
+                continue
+            problem = _tolerance_problem(key, value)
+            if problem:
+                raise TaskConfigError(f"{task_config.source}: key 'modelbench.gate.{key}' {problem}")
+            values[key] = float(value)
+        return Tolerance(**values)
+
+    def provenance(self, evaluation: Any, runner: Any) -> Provenance:
+        loaded = runner.loaded_model()
+        options = runner.options
+        prepared = evaluation.prepared
+        dtype = _weights_dtype(loaded.model)
+        requested = str(options.dtype)
+        return Provenance(
+            model=str(getattr(loaded, "name", options.model)),
+            model_fingerprint=str(loaded.fingerprint),
+            task_config_hash=prepared.config.config_hash,
+            data_fingerprint=prepared.data_fingerprint,
+            limit=prepared.limit,
+            num_fewshot=int(prepared.num_fewshot),
+            scoring_protocol=scoring_protocol(evaluation, loaded),
+            dtype=dtype if requested in ("auto", dtype) or not dtype else f"{requested} ({dtype})",
+            batch_size=options.batch_size,
+            device=str(options.device),
+            packages=_package_versions(),
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+
+    def check(self, item: pytest.Item, evaluation: Any, runner: Any) -> None:
+        self.ran_tasks = True
+        task_config = evaluation.prepared.config
+        path = self.baseline_path(task_config.source, task_config.task)
+        shown = self.display(path)
+        common = {"baseline": shown, "baseline_name": self.baseline_name}
+        if not self.active:
+            self._record(item, GateResult(task_config.task, STATUS_OFF, note="no baselines: gate off", **common))
+            return
+        candidate = record_from_evaluation(
+            evaluation, suite=self.suite_key(task_config.source), baseline_name=self.baseline_name,
+            provenance=self.provenance(evaluation, runner), tolerance=self.tolerance(task_config),
+        )
+        candidate_text = dumps(candidate)
+        stored_text = read_text(path)
+        outcome = gate_texts(candidate_text, stored_text) if stored_text is not None else None
+        written = self._persist(item, path, candidate_text, stored_text, outcome)
+        task = task_config.task
+
+        if outcome is None:
+            if written:
+                self._record(item, GateResult(task, STATUS_CREATED, note=f"baseline written to {shown}", **common))
+                return
+            self._record(item, GateResult(task, STATUS_MISSING, note="no baseline", **common))
+            raise BaselineError(
+                f"{path}: no baseline '{self.baseline_name}' for task '{task}'; record one from a trusted model "
+                "with pytest --snapshot-update"
+            )
+        if outcome.comparison is None:
+            if written:
+                self._record(item, GateResult(task, STATUS_UPDATED, note=f"re-recorded ({_first_clause(outcome.problem)})", **common))
+                return
+            status = STATUS_REBASELINE if outcome.kind == "rebaseline" else STATUS_INVALID
+            self._record(item, GateResult(task, status, note=_first_clause(outcome.problem), **common))
+            raise BaselineError(f"{path}: {outcome.problem}")
+
+        comparison = outcome.comparison
+        result = GateResult.from_comparison(comparison, **common)
+        if written:
+            result.status = STATUS_UPDATED
+            result.note = (
+                f"re-recorded: {len(comparison.regressed)} regressed, {len(comparison.improved)} improved entries"
+            )
+            self._record(item, result)
+            return
+        self._record(item, result)
+        if comparison.regressed:
+            stored_model = _stored_model(stored_text)
+            raise GateFailure(
+                failure_message(comparison, shown, self.baseline_name, candidate.provenance.model, stored_model)
+            )
+
+    def _persist(self, item: pytest.Item, path: Path, candidate_text: str, stored_text: str | None,
+                 outcome: GateOutcome | None) -> bool:
+        """Write the candidate record when updating and the stored one is missing or out of band; True if written.
+
+        Goes through syrupy (so its summary counts the baseline and its update options apply) when syrupy runs.
+        """
+        syrupy_session = getattr(item.config, "_syrupy", None)
+        if syrupy_session is not None:
+            from syrupy.assertion import SnapshotAssertion
+            from syrupy.location import PyTestLocation
+
+            assertion = SnapshotAssertion(
+                session=syrupy_session,
+                extension_class=BaselineUpdateExtension if self.update else BaselineExtension,
+                test_location=PyTestLocation(BaselineSite(item, path)),  # type: ignore[arg-type]
+                update_snapshots=self.update,
+                update_new_snapshots_only=self.update_new_only,
+            )
+            assertion == candidate_text  # noqa: B015 - syrupy's comparison: records use, writes when updating
+            result = assertion.executions[0]
+            if result.exception is not None:
+                raise BaselineError(f"{path}: cannot check or write baseline: {result.exception}") from result.exception
+            return bool(result.created or result.updated)
+        holds = outcome is not None and outcome.holds(include_improvements=self.update)
+        if (self.update and not holds) or (self.update_new_only and stored_text is None):
+            write_text_atomic(path, candidate_text)
+            return True
+        return False
+
+    def _record(self, item: pytest.Item, result: GateResult) -> None:
+        item.user_properties.extend(properties(result))
+
+    # ------------------------------------------------------------------ hooks
+
+    def pytest_itemcollected(self, item: pytest.Item) -> None:
+        if item.path is not None and item.path.suffix in _YAML_SUFFIXES and hasattr(item, "runtest"):
+            if type(item).__name__ in ("TaskItem", "BrokenTaskItem"):
+                self.suite_dirs.add(Path(item.path).resolve().parent)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        result = GateResult.from_properties(report.user_properties, report.nodeid, failed=report.failed)
+        if result is not None:
+            result.failed = report.failed
+            self.results.append(result)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", None) or {}
+        self.unused.update(output.get(_UNUSED_OUTPUT_KEY, ()))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        config = self.config
+        is_worker = hasattr(config, "workerinput")
+        distributing = config.pluginmanager.has_plugin("dsession")
+        if self.active and not self.disable_unused and not distributing:
+            self.unused.update(self.find_unused())
+        if is_worker:
+            config.workeroutput[_UNUSED_OUTPUT_KEY] = sorted(self.unused)  # type: ignore[attr-defined]
+            return
+        if self.unused and self.update and not self.no_cleanup:
+            for path in sorted(self.unused):
+                Path(path).unlink(missing_ok=True)
+                self.deleted.append(path)
+        elif self.unused and not self.update and not self.warn_unused:
+            session.exitstatus = int(session.exitstatus) | EXIT_STATUS_FAIL_UNUSED
+        md_path = config.getoption("--md-report")
+        if md_path:
+            target = Path(config.invocation_params.dir) / md_path
+            write_text_atomic(target, markdown(self.results, self.baseline_name, [self.display(u) for u in sorted(self.unused)]))
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if hasattr(config, "workerinput"):
+            return
+        lines: list[str] = []
+        compared = [r for r in self.results if r.status != STATUS_OFF]
+        if compared:
+            lines += terminal_lines(compared)
+        elif self.results or self.ran_tasks:
+            lines.append(
+                f"gate off: no baselines in {self.display(self.name_dir)}; record them with --snapshot-update "
+                "(or choose a baseline with --baseline-name)"
+            )
+        lines += self._unused_lines()
+        if not lines:
+            return
+        terminalreporter.section(f"modelbench gate (baseline '{self.baseline_name}')")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+    def _unused_lines(self) -> list[str]:
+        if not self.unused:
+            return []
+        count = len(self.unused)
+        noun = "baseline" if count == 1 else "baselines"
+        if self.deleted:
+            lines = [f"{count} unused {noun} deleted."]
+            lines += [f"Deleted {Path(p).stem} ({self.display(p)})" for p in sorted(self.deleted)]
+            return lines
+        lines = [f"{count} {noun} unused."]
+        lines += [f"Unused {Path(p).stem} ({self.display(p)})" for p in sorted(self.unused)]
+        if not self.update:
+            lines.append("Re-run pytest with --snapshot-update to delete unused baselines.")
+        return lines
+
+    # ------------------------------------------------------------------ unused baselines
+
+    def find_unused(self) -> list[str]:
+        """Baselines of this name, in the folders of the suites collected this session, whose task YAML is gone.
+
+        Decided from the task YAMLs on disk, not from the selection: a task deselected with -k or -m keeps its
+        baseline. A suite folder with a YAML that cannot be read is skipped (its tasks are unknown).
+        """
+        from pytest_modelbench.tasks.config import is_task_file
+        from pytest_modelbench.tasks.yaml_loader import load_merged_yaml
+
+        defined: dict[Path, set[str]] = {}
+        unknown: set[Path] = set()
+        for suite_dir in sorted(self.suite_dirs):
+            folder = self.name_dir / self.suite_key(suite_dir / "x.yaml")
+            names = defined.setdefault(folder, set())
+            for yaml_path in sorted(suite_dir.iterdir()):
+                if yaml_path.suffix not in _YAML_SUFFIXES or not yaml_path.is_file() or not is_task_file(yaml_path):
+                    continue
+                try:
+                    task = load_merged_yaml(yaml_path).get("task")
+                except ModelbenchError:
+                    unknown.add(folder)
+                    continue
+                if isinstance(task, str):
+                    names.add(safe_file_stem(task))
+        unused = []
+        for folder, names in defined.items():
+            if folder in unknown or not folder.is_dir():
+                continue
+            unused += [str(p) for p in sorted(folder.glob("*.json")) if p.is_file() and p.stem not in names]
+        return unused
+
+
+GATE_KEY = pytest.StashKey[GateSession]()
+
+
+def _first_clause(problem: str | None) -> str:
+    text = str(problem or "")
+    return text.split(". ")[0].split("; restore")[0]
+
+
+def _stored_model(stored_text: str | None) -> str:
+    import json
+
+    try:
+        return str(json.loads(stored_text or "{}")["provenance"]["model"])
+    except Exception:
+        return "?"

@@ -1,0 +1,274 @@
+"""Presenting gate results: the failure table (worst first), JUnit XML properties, terminal lines, markdown.
+
+Every result travels as `item.user_properties` (so it reaches `--junitxml` and, under pytest-xdist, the
+controller inside each test report); the terminal summary and `--md-report` are rebuilt from those properties.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from pytest_modelbench.gate.compare import VERDICT_RANK, Entry, TaskComparison
+from pytest_modelbench.gate.statistics import Verdict
+
+PROPERTY_PREFIX = "modelbench.gate"
+TABLE_HEADER = ("metric", "category", "n", "baseline", "candidate", "delta", "margin", "p-value", "MDE", "verdict")
+MAX_TABLE_ROWS = 40
+LEGEND = (
+    "delta is oriented so that negative is worse (for an ideal-point metric: the distance from the ideal); "
+    "p-values of categories are Holm-adjusted; MDE = smallest change detectable at 80% power"
+)
+
+# Task-level statuses, besides a comparison's verdict.
+STATUS_COMPARED = "compared"
+STATUS_CREATED = "created"
+STATUS_UPDATED = "updated"
+STATUS_MISSING = "missing"
+STATUS_REBASELINE = "rebaseline-required"
+STATUS_INVALID = "invalid"
+STATUS_OFF = "off"
+
+
+def format_number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def format_delta(value: float) -> str:
+    return f"{value:+.4f}"
+
+
+def format_p(value: float) -> str:
+    return "<0.0001" if value < 1e-4 else f"{value:.4f}"
+
+
+def entry_row(entry: Entry) -> tuple[str, ...]:
+    return (
+        entry.metric, entry.label, str(entry.n), format_number(entry.baseline), format_number(entry.candidate),
+        format_delta(entry.delta), format_number(entry.margin), format_p(entry.p_value), format_number(entry.mde),
+        entry.verdict.value,
+    )
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def comparison_table(entries: Sequence[Entry], max_rows: int = MAX_TABLE_ROWS) -> list[str]:
+    rows = [entry_row(e) for e in entries[:max_rows]]
+    lines = format_table(TABLE_HEADER, rows)
+    if len(entries) > max_rows:
+        rest = entries[max_rows:]
+        counts = ", ".join(f"{sum(e.verdict is v for e in rest)} {v.value}" for v in Verdict if any(e.verdict is v for e in rest))
+        lines.append(f"... {len(rest)} more rows ({counts})")
+    return lines
+
+
+def failure_message(comparison: TaskComparison, baseline_path: Any, baseline_name: str, model: str, baseline_model: str) -> str:
+    regressed = comparison.regressed
+    head = (
+        f"task '{comparison.task}' regressed against baseline '{baseline_name}' ({baseline_path}): "
+        f"{len(regressed)} of {len(comparison.entries)} entries worse by more than the margin "
+        f"(candidate {model}, baseline recorded with {baseline_model})"
+    )
+    return "\n".join([head, "", *comparison_table(comparison.worst_first()), "", LEGEND])
+
+
+# --------------------------------------------------------------------------- properties
+
+
+def entry_key(entry_metric: str, category: str | None) -> str:
+    return f"{PROPERTY_PREFIX}.{entry_metric}" + ("" if category is None else f"[{category}]")
+
+
+def entry_json(entry: Entry) -> dict[str, Any]:
+    return {
+        "metric": entry.metric, "category": entry.category, "n": entry.n, "baseline": entry.baseline,
+        "candidate": entry.candidate, "delta": entry.delta, "margin": entry.margin, "p_value": entry.p_value,
+        "mde": entry.mde, "verdict": entry.verdict.value, "test": entry.test, "direction": entry.direction,
+    }
+
+
+def properties(result: "GateResult") -> list[tuple[str, str]]:
+    """(name, value) pairs for item.user_properties: one for the task, one per entry (JSON values)."""
+    head = {
+        "task": result.task, "status": result.status, "verdict": result.verdict, "baseline": result.baseline,
+        "baseline_name": result.baseline_name, "note": result.note, "n_documents": result.n_documents,
+    }
+    pairs = [(PROPERTY_PREFIX, json.dumps(head, ensure_ascii=False))]
+    for entry in result.entries:
+        pairs.append((entry_key(entry["metric"], entry["category"]), json.dumps(entry, ensure_ascii=False)))
+    return pairs
+
+
+@dataclass
+class GateResult:
+    """A task's gate outcome in transportable form (rebuilt from user_properties on the xdist controller)."""
+
+    task: str
+    status: str
+    baseline: str
+    baseline_name: str
+    verdict: str | None = None  # a Verdict value when compared
+    note: str = ""
+    n_documents: int = 0
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    nodeid: str = ""
+    failed: bool = False
+
+    @classmethod
+    def from_comparison(cls, comparison: TaskComparison, **kwargs: Any) -> "GateResult":
+        return cls(
+            task=comparison.task, status=STATUS_COMPARED, verdict=comparison.verdict.value,
+            n_documents=comparison.n_documents, entries=[entry_json(e) for e in comparison.worst_first()],
+            **kwargs,
+        )
+
+    @classmethod
+    def from_properties(cls, user_properties: Iterable[tuple[str, Any]], nodeid: str = "", failed: bool = False) -> "GateResult | None":
+        head, entries = None, []
+        for name, value in user_properties:
+            if name == PROPERTY_PREFIX:
+                head = json.loads(value)
+            elif isinstance(name, str) and name.startswith(PROPERTY_PREFIX + "."):
+                entries.append(json.loads(value))
+        if head is None:
+            return None
+        return cls(
+            task=head["task"], status=head["status"], baseline=head["baseline"], baseline_name=head["baseline_name"],
+            verdict=head.get("verdict"), note=head.get("note", ""), n_documents=head.get("n_documents", 0),
+            entries=entries, nodeid=nodeid, failed=failed,
+        )
+
+    @property
+    def outcome(self) -> str:
+        """One word for tables: the verdict when compared, else the status."""
+        return self.verdict if self.status == STATUS_COMPARED else self.status
+
+    def entries_with(self, verdict: str) -> list[dict[str, Any]]:
+        return [e for e in self.entries if e["verdict"] == verdict]
+
+
+def _entry_label(entry: dict[str, Any]) -> str:
+    return entry["metric"] + ("" if entry["category"] is None else f" [{entry['category']}]")
+
+
+_OUTCOME_RANK = {
+    STATUS_INVALID: 0, STATUS_REBASELINE: 0, STATUS_MISSING: 0, Verdict.REGRESSED.value: 0,
+    Verdict.INCONCLUSIVE.value: 1, STATUS_UPDATED: 2, STATUS_CREATED: 2, Verdict.IMPROVED.value: 3,
+    Verdict.PASS.value: 4, STATUS_OFF: 5,
+}
+
+
+def _sorted(results: Iterable[GateResult]) -> list[GateResult]:
+    return sorted(results, key=lambda r: (_OUTCOME_RANK.get(r.outcome, 9), r.task))
+
+
+def _summary_counts(results: Sequence[GateResult]) -> str:
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.outcome] = counts.get(result.outcome, 0) + 1
+    order = sorted(counts, key=lambda o: _OUTCOME_RANK.get(o, 9))
+    return ", ".join(f"{counts[o]} {o}" for o in order)
+
+
+def _detail(result: GateResult) -> str:
+    if result.status != STATUS_COMPARED:
+        return result.note
+    regressed = result.entries_with(Verdict.REGRESSED.value)
+    improved = result.entries_with(Verdict.IMPROVED.value)
+    inconclusive = result.entries_with(Verdict.INCONCLUSIVE.value)
+    parts = []
+    if regressed:
+        e = regressed[0]
+        parts.append(f"{len(regressed)} regressed, worst {_entry_label(e)} {format_delta(e['delta'])} (p={format_p(e['p_value'])})")
+    if improved:
+        e = improved[-1] if improved else None
+        parts.append(f"{len(improved)} improved, e.g. {_entry_label(e)} {format_delta(e['delta'])} (p={format_p(e['p_value'])})")
+    if inconclusive:
+        parts.append(
+            f"{len(inconclusive)} inconclusive (largest MDE {format_number(max(x['mde'] for x in inconclusive))})"
+        )
+    if not parts:
+        parts.append(f"{len(result.entries)} entries within the margin")
+    if result.note:
+        parts.append(result.note)
+    return "; ".join(parts)
+
+
+def terminal_lines(results: Sequence[GateResult], max_entries: int = 8) -> list[str]:
+    results = _sorted(results)
+    lines = [f"{len(results)} task(s): {_summary_counts(results)}"]
+    rows = [(r.task, r.outcome, _detail(r)) for r in results]
+    lines += format_table(("task", "gate", "detail"), rows)
+    for result in results:
+        notable = [e for e in result.entries if e["verdict"] in (Verdict.INCONCLUSIVE.value, Verdict.IMPROVED.value)]
+        if result.status != STATUS_COMPARED or not notable:
+            continue
+        lines.append("")
+        lines.append(f"{result.task}: entries to look at")
+        for e in notable[:max_entries]:
+            if e["verdict"] == Verdict.INCONCLUSIVE.value:
+                lines.append(
+                    f"  inconclusive  {_entry_label(e)}: n={e['n']}, delta {format_delta(e['delta'])}, "
+                    f"margin {format_number(e['margin'])}; a change smaller than {format_number(e['mde'])} "
+                    "would likely go unseen (passes)"
+                )
+            else:
+                lines.append(
+                    f"  improved      {_entry_label(e)}: {format_number(e['baseline'])} -> "
+                    f"{format_number(e['candidate'])} (p={format_p(e['p_value'])}); "
+                    "run --snapshot-update to raise the baseline"
+                )
+        if len(notable) > max_entries:
+            lines.append(f"  ... {len(notable) - max_entries} more")
+    return lines
+
+
+def _md_escape(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence[str] = ()) -> str:
+    results = _sorted(results)
+    lines = ["## pytest-modelbench baseline gate", ""]
+    if not results:
+        lines.append(f"Baseline **{_md_escape(baseline_name)}**: no modelbench task ran.")
+    else:
+        failed = sum(r.failed for r in results)
+        status = "**failed**" if failed else "**passed**"
+        lines.append(
+            f"Baseline **{_md_escape(baseline_name)}** · gate {status} · {len(results)} task(s): {_summary_counts(results)}"
+        )
+        lines += ["", "| task | gate | detail |", "|---|---|---|"]
+        lines += [f"| {_md_escape(r.task)} | {_md_escape(r.outcome)} | {_md_escape(_detail(r))} |" for r in results]
+        for result in results:
+            if result.status != STATUS_COMPARED or result.verdict == Verdict.PASS.value:
+                continue
+            lines += ["", f"### {_md_escape(result.task)}: {result.verdict}", ""]
+            lines.append("| " + " | ".join(TABLE_HEADER) + " |")
+            lines.append("|" + "---|" * len(TABLE_HEADER))
+            for e in result.entries[:MAX_TABLE_ROWS]:
+                cells = (
+                    e["metric"], "(all)" if e["category"] is None else e["category"], e["n"],
+                    format_number(e["baseline"]), format_number(e["candidate"]), format_delta(e["delta"]),
+                    format_number(e["margin"]), format_p(e["p_value"]), format_number(e["mde"]), f"**{e['verdict']}**"
+                    if e["verdict"] == Verdict.REGRESSED.value else e["verdict"],
+                )
+                lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
+            if len(result.entries) > MAX_TABLE_ROWS:
+                lines.append(f"\n... {len(result.entries) - MAX_TABLE_ROWS} more rows")
+        lines += ["", f"<sub>{LEGEND}</sub>"]
+    if unused:
+        lines += ["", f"Unused baselines ({len(unused)}): " + ", ".join(f"`{_md_escape(u)}`" for u in unused)]
+    return "\n".join(lines) + "\n"
+
+
+def verdict_rank(verdict: Verdict) -> int:
+    return VERDICT_RANK[verdict]

@@ -1,0 +1,110 @@
+"""Running tasks through pytest on a tiny model: scores, results JSON, and one clear error per bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.bangla_data import write_bangla_fixtures
+
+REPO = Path(__file__).resolve().parents[2]
+GOOD_TASK = """
+task: {name}
+dataset_path: LumiOpen/arc_challenge_mt
+dataset_name: fi
+test_split: test
+training_split: train
+doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
+doc_to_target: "{{{{choices.label.index(answerKey)}}}}"
+doc_to_choice: "{{{{choices.text}}}}"
+"""
+
+
+@pytest.fixture
+def arc_suite(pytester):
+    shutil.copytree(REPO / "suites" / "arc_mt", pytester.path / "arc_mt")
+    return pytester.path / "arc_mt"
+
+
+def run(pytester, tiny_model, data_mirror, *args):
+    return pytester.runpytest(f"--model={tiny_model}", f"--data-dir={data_mirror}", "--limit=5", *args)
+
+
+def test_scores_summary_and_results_json(pytester, tiny_model, data_mirror, arc_suite):
+    out = pytester.path / "results.json"
+    result = run(pytester, tiny_model, data_mirror, "arc_mt", "-k", "fi or sv", "--num-fewshot=2",
+                 f"--results-json={out}", "--log-samples")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*modelbench scores*", "*arc_challenge_mt_fi*acc_norm*±*5*"])
+    document = json.loads(out.read_text())
+    assert set(document["results"]) == {"arc_challenge_mt_fi", "arc_challenge_mt_sv"}
+    block = document["results"]["arc_challenge_mt_fi"]
+    assert set(block) >= {"acc", "acc_stderr", "acc_norm", "acc_norm_stderr"}
+    samples = document["samples"]["arc_challenge_mt_fi"]
+    assert [s["doc_id"] for s in samples] == list(range(5))
+    first = samples[0]
+    assert len(first["requests"]) == len(first["loglikelihoods"]) == 4
+    assert first["requests"][0][0].count("Question:") == 3  # two shots and the question
+    assert block["acc"] == pytest.approx(sum(s["metrics"]["acc"] for s in samples) / 5)
+
+
+def test_bangla_suite_runs_on_fixtures(pytester, tiny_model, tmp_path):
+    shutil.copytree(REPO / "suites" / "bangla", pytester.path / "bangla")
+    write_bangla_fixtures(tmp_path)
+    result = pytester.runpytest(f"--model={tiny_model}", f"--data-dir={tmp_path}", "--num-fewshot=2", "--limit=4", "bangla")
+    result.assert_outcomes(passed=5)
+
+
+def test_broken_yaml_fails_alone_and_others_still_run(pytester, tiny_model, data_mirror):
+    pytester.makefile(".yaml", good=GOOD_TASK.format(name="good"))
+    pytester.makefile(".yaml", broken="task: broken\ndoc_to_text: [unclosed\n")
+    pytester.makefile(".yaml", unknown=GOOD_TASK.format(name="unknown") + "shots: 3\n")
+    pytester.makefile(".yaml", cycle="include: cycle.yaml\ntask: cycle\n")
+    pytester.makefile(".yaml", metric=GOOD_TASK.format(name="metric") + "metric_list:\n  - metric: bleu\n")
+    result = run(pytester, tiny_model, data_mirror, "good.yaml", "broken.yaml", "unknown.yaml", "cycle.yaml",
+                 "metric.yaml")
+    result.assert_outcomes(passed=1, failed=4)
+    result.stdout.fnmatch_lines_random([
+        "*broken.yaml: malformed YAML*",
+        "*unknown.yaml: unknown key 'shots'*",
+        "*cycle.yaml: include cycle*",
+        "*metric.yaml: unknown metric 'bleu'*",
+    ])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_document_errors_name_the_document(pytester, tiny_model, data_mirror):
+    pytester.makefile(".yaml", field=GOOD_TASK.format(name="field").replace("{{question}}", "{{stem}}"))
+    pytester.makefile(".yaml", target=GOOD_TASK.format(name="target").replace(
+        "{{choices.label.index(answerKey)}}", "{{answerKey}}x"))
+    result = run(pytester, tiny_model, data_mirror, "field.yaml", "target.yaml")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines_random([
+        "*field.yaml: task 'field', document 0: template reads a missing field ('stem' is undefined)*",
+        "*target.yaml: task 'target', document 0: target 'Cx' is not among the choices*",
+    ])
+
+
+def test_missing_dataset_and_split(pytester, tiny_model, data_mirror):
+    pytester.makefile(".yaml", nodata=GOOD_TASK.format(name="nodata").replace("dataset_name: fi", "dataset_name: xx")
+                      .replace("LumiOpen", "nobody"))
+    pytester.makefile(".yaml", nosplit=GOOD_TASK.format(name="nosplit").replace("test_split: test", "test_split: dev"))
+    result = run(pytester, tiny_model, data_mirror, "nodata.yaml", "nosplit.yaml")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines_random([
+        "*nodata.yaml: task 'nodata': cannot load split 'test' of dataset 'nobody/arc_challenge_mt'*--data-dir*",
+        "*nosplit.yaml: task 'nosplit': split 'dev' not found in local mirror*(has: test, train, validation)*",
+    ])
+
+
+def test_model_that_cannot_be_loaded(pytester, data_mirror, tmp_path):
+    pytester.makefile(".yaml", a=GOOD_TASK.format(name="a"), b=GOOD_TASK.format(name="b"))
+    (tmp_path / "empty_model").mkdir()
+    result = pytester.runpytest(f"--model={tmp_path / 'empty_model'}", f"--data-dir={data_mirror}", "--limit=2",
+                                "a.yaml", "b.yaml")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*cannot load model*empty_model*"])
+    assert "Traceback" not in result.stdout.str()

@@ -1,0 +1,124 @@
+"""Task YAML loading: includes, tags, unknown keys, !function, errors that name the file and key."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from pytest_modelbench.errors import TaskConfigError
+from pytest_modelbench.tasks.config import is_task_file, load_task_config
+
+BASE = """
+tag: arc_challenge_mt
+task: base_task
+dataset_path: json
+output_type: multiple_choice
+test_split: test
+doc_to_text: "Question: {{question}}\\nAnswer:"
+doc_to_target: "{{label}}"
+doc_to_choice: "{{choices}}"
+metadata:
+  version: 1.0
+  note: base
+"""
+
+
+def write(folder, name, text):
+    path = folder / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def test_include_is_shallow_and_local_keys_win(tmp_path):
+    write(tmp_path, "_base_yaml", BASE)
+    child = write(tmp_path, "child.yaml", "include: _base_yaml\ntask: child\nmetadata:\n  version: 2.0\n")
+    config = load_task_config(child)
+    assert config.task == "child"
+    assert config.tag == ("arc_challenge_mt",)
+    assert config.doc_to_text == "Question: {{question}}\nAnswer:"
+    assert config.version == 2.0  # metadata replaced whole, not merged
+
+
+def test_include_resolves_relative_to_including_file(tmp_path):
+    (tmp_path / "common").mkdir()
+    write(tmp_path / "common", "base.yaml", BASE)
+    write(tmp_path / "common", "middle.yaml", "include: base.yaml\ntarget_delimiter: ''\n")
+    child = write(tmp_path, "child.yaml", "include: common/middle.yaml\ntask: child\n")
+    config = load_task_config(child)
+    assert config.target_delimiter == ""
+    assert config.dataset_path == "json"
+
+
+def test_include_cycle_is_reported(tmp_path):
+    write(tmp_path, "a.yaml", "include: b.yaml\ntask: a\n")
+    write(tmp_path, "b.yaml", "include: a.yaml\n")
+    with pytest.raises(TaskConfigError, match="include cycle"):
+        load_task_config(tmp_path / "a.yaml")
+
+
+def test_missing_include_names_file(tmp_path):
+    path = write(tmp_path, "a.yaml", "include: nowhere.yaml\ntask: a\n")
+    with pytest.raises(TaskConfigError, match=r"a\.yaml: include 'nowhere\.yaml' not found"):
+        load_task_config(path)
+
+
+def test_unknown_key_is_named(tmp_path):
+    path = write(tmp_path, "t.yaml", BASE + "data_files: x.json\n")
+    with pytest.raises(TaskConfigError, match=r"t\.yaml: unknown key 'data_files'"):
+        load_task_config(path)
+
+
+def test_malformed_yaml_names_file(tmp_path):
+    path = write(tmp_path, "bad.yaml", "task: [unclosed\n")
+    with pytest.raises(TaskConfigError, match=r"bad\.yaml: malformed YAML"):
+        load_task_config(path)
+
+
+def test_function_tag_refused_without_permission(tmp_path):
+    write(tmp_path, "utils.py", "def choices(doc):\n    return ['a', 'b']\n")
+    path = write(tmp_path, "t.yaml", BASE.replace('doc_to_choice: "{{choices}}"', "doc_to_choice: !function utils.choices"))
+    with pytest.raises(TaskConfigError, match="--allow-task-code"):
+        load_task_config(path)
+    config = load_task_config(path, allow_task_code=True)
+    assert config.doc_to_choice({"x": 1}) == ["a", "b"]
+
+
+def test_unsupported_output_type_and_lm_eval_keys(tmp_path):
+    path = write(tmp_path, "g.yaml", BASE.replace("multiple_choice", "generate_until"))
+    with pytest.raises(TaskConfigError, match="output_type"):
+        load_task_config(path)
+    path = write(tmp_path, "f.yaml", BASE + "filter_list: []\n")
+    with pytest.raises(TaskConfigError, match="'filter_list' is not supported"):
+        load_task_config(path)
+
+
+def test_yaml_1_1_booleans_and_defaults(tmp_path):
+    config = load_task_config(write(tmp_path, "t.yaml", BASE + "should_decontaminate: yes\n"))
+    assert config.should_decontaminate is True
+    assert config.target_delimiter == " " and config.fewshot_delimiter == "\n\n"
+    assert [m.name for m in config.metric_list] == ["acc", "acc_norm"]
+    assert config.fewshot_sampler == "default"
+
+
+def test_fewshot_config_sampler_and_unknown_sampler(tmp_path):
+    text = BASE + "fewshot_split: dev\nfewshot_config:\n  sampler: first_n\n"
+    config = load_task_config(write(tmp_path, "t.yaml", text))
+    assert (config.fewshot_sampler, config.fewshot_split) == ("first_n", "dev")
+    with pytest.raises(TaskConfigError, match="unknown sampler 'shuffle'"):
+        load_task_config(write(tmp_path, "u.yaml", text.replace("first_n", "shuffle")))
+
+
+def test_config_hash_ignores_tags_but_not_templates(tmp_path):
+    first = load_task_config(write(tmp_path, "a.yaml", BASE)).config_hash
+    retagged = load_task_config(write(tmp_path, "b.yaml", BASE.replace("tag: arc_challenge_mt", "tag: other"))).config_hash
+    edited = load_task_config(write(tmp_path, "c.yaml", BASE.replace("Answer:", "A:"))).config_hash
+    assert first == retagged
+    assert first != edited
+
+
+def test_is_task_file(tmp_path):
+    assert is_task_file(write(tmp_path, "t.yaml", BASE))
+    assert not is_task_file(write(tmp_path, "g.yaml", "group: g\ntask: [a, b]\n"))
+    assert not is_task_file(write(tmp_path, "ci.yaml", "on: push\njobs: {}\n"))
+    assert is_task_file(write(tmp_path, "broken.yaml", "task: [oops\n"))  # collected so its error shows
