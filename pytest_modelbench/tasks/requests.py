@@ -38,10 +38,14 @@ class FewshotSampler:
     def shots(self, doc: Mapping[str, Any], n: int) -> list[Mapping[str, Any]]:
         if n == 0:
             return []
-        k = n + 1 if self.exclude_eval_doc else n
-        drawn = self.pool[:k] if self.method == "first_n" else self.rnd.sample(self.pool, k)
-        if self.exclude_eval_doc:
-            drawn = [shot for shot in drawn if shot != doc][:n]
+        if self.method == "first_n":
+            pool = [shot for shot in self.pool if shot != doc] if self.exclude_eval_doc else self.pool
+            return pool[:n]
+        if not self.exclude_eval_doc:
+            return self.rnd.sample(self.pool, n)
+        drawn = [shot for shot in self.rnd.sample(self.pool, n + 1) if shot != doc][:n]
+        if len(drawn) < n:  # the pool holds copies of the evaluated document: draw again without any of them
+            drawn = self.rnd.sample([shot for shot in self.pool if shot != doc], n)
         return drawn
 
 

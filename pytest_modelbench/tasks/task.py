@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pytest_modelbench.errors import TaskConfigError
 from pytest_modelbench.tasks.config import TaskConfig
-from pytest_modelbench.tasks.datasets import load_split
+from pytest_modelbench.tasks.datasets import Split, load_split
 from pytest_modelbench.tasks.requests import DocumentRequests, FewshotSampler, RequestBuilder
 
 
@@ -37,12 +37,24 @@ def prepare_task(
     docs = eval_split.docs if limit is None else eval_split.docs[:limit]
 
     shots_per_doc = effective_num_fewshot(config, num_fewshot)
-    pool_split = config.fewshot_pool_split
-    if shots_per_doc and pool_split is None:
-        raise TaskConfigError(f"{config.source}: task '{config.task}' asks for few-shot examples but has no split to draw them from")
-    pool = [] if not shots_per_doc else (eval_split if pool_split == eval_split_name else load_split(config, pool_split, data_dir)).docs
-    sampler = FewshotSampler(pool, config.fewshot_sampler, exclude_eval_doc=config.fewshot_split is not None and config.fewshot_split == config.test_split)
-
+    sampler = _fewshot_sampler(config, shots_per_doc, eval_split, data_dir)
     builder = RequestBuilder(config, eval_split.field_names)
     documents = [builder.build(doc_id, doc, sampler.shots(doc, shots_per_doc)) for doc_id, doc in enumerate(docs)]
     return PreparedTask(config, documents, shots_per_doc, limit, eval_split.fingerprint)
+
+
+def _fewshot_sampler(config: TaskConfig, shots_per_doc: int, eval_split: Split, data_dir: Path | None) -> FewshotSampler:
+    pool_split = config.fewshot_pool_split
+    where = f"{config.source}: task '{config.task}'"
+    if shots_per_doc and pool_split is None:
+        raise TaskConfigError(f"{where} asks for few-shot examples but has no split to draw them from")
+    if not shots_per_doc:
+        return FewshotSampler([], config.fewshot_sampler, exclude_eval_doc=False)
+    pool = eval_split.docs if pool_split == eval_split.name else load_split(config, pool_split, data_dir).docs
+    # lm-eval drops the evaluated document from its shots only when the few-shot split is the test split.
+    exclude_eval_doc = config.fewshot_split is not None and config.fewshot_split == config.test_split
+    if shots_per_doc > len(pool) - exclude_eval_doc:
+        raise TaskConfigError(
+            f"{where} asks for {shots_per_doc} few-shot examples but split '{pool_split}' has only {len(pool)} documents"
+        )
+    return FewshotSampler(pool, config.fewshot_sampler, exclude_eval_doc)

