@@ -34,10 +34,13 @@ def suite_yaml(task: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bangla_data(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("bangla")
-    write_bangla_fixtures(root)
-    return root
+def bangla_data(tmp_path_factory) -> dict[str, Path]:
+    """Fixture roots by boolqa answer style: JSON bools (the default) and "yes"/"no" strings (`stranswer` runs)."""
+    roots = {}
+    for style in ("bool", "str"):
+        roots[style] = tmp_path_factory.mktemp(f"bangla_{style}")
+        write_bangla_fixtures(roots[style], boolqa_answer=style)
+    return roots
 
 
 @pytest.fixture(params=MC_REFERENCES, ids=lambda p: p.stem.removeprefix("lmeval_"))
@@ -45,7 +48,10 @@ def reference_run(request, data_mirror, bangla_data):
     reference = json.loads(request.param.read_text(encoding="utf-8"))
     task = next(line.split(":", 1)[1].strip() for line in reference["task_yaml"].splitlines() if line.startswith("task:"))
     config = load_task_config(suite_yaml(task))
-    data_dir = data_mirror if task.startswith("arc_challenge_mt") else bangla_data
+    if task.startswith("arc_challenge_mt"):
+        data_dir = data_mirror
+    else:
+        data_dir = bangla_data["str" if "stranswer" in request.param.name else "bool"]
     provenance = reference["provenance"]
     prepared = prepare_task(config, data_dir=data_dir, num_fewshot=provenance["num_fewshot"], limit=provenance["limit"])
     return reference, prepared
