@@ -69,6 +69,10 @@ class MetricInfo:
     direction: str  # higher | lower | ideal
     ideal: float | None
     binary: bool
+    # Not a plain mean over documents (StereoSet lms / ss / icat): the task-level value comes from the metric's own
+    # aggregate over the documents, and the gate re-applies it to resampled documents.
+    aggregate: bool = False
+    per_document: bool = True  # False: no per-document values of its own (icat, derived from lms and ss)
 
     def as_direction(self) -> Direction:
         return Direction(self.direction, self.ideal)
@@ -125,7 +129,7 @@ class BaselineRecord:
     doc_keys: tuple[str, ...]
     doc_ids: tuple[int, ...]
     doc_categories: tuple[str | None, ...]
-    values: Mapping[str, np.ndarray]  # metric name → per-document values, in doc_keys order
+    values: Mapping[str, np.ndarray]  # metric name → per-document values, in doc_keys order (per-document metrics)
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -172,10 +176,16 @@ def record_from_evaluation(
     documents = prepared.documents
     keys = document_keys(document_hash(d.context, d.continuations, d.gold) for d in documents)
     metrics = tuple(
-        MetricInfo(m.name, m.direction.kind, m.direction.ideal, bool(m.binary)) for m in scores.metrics
+        MetricInfo(
+            m.name, m.direction.kind, m.direction.ideal, bool(m.binary),
+            aggregate=getattr(m, "aggregate", None) is not None, per_document=m.per_document is not None,
+        )
+        for m in scores.metrics
     )
     values = {}
     for metric in metrics:
+        if not metric.per_document:
+            continue
         array = np.asarray(scores.per_document[metric.name], dtype=float)
         values[metric.name] = np.rint(array) if metric.binary else array
     return BaselineRecord(
@@ -205,6 +215,15 @@ def _number(value: float, binary: bool) -> int | float:
     return int(value) if binary else float(value)
 
 
+def _metric_json(metric: MetricInfo) -> dict[str, Any]:
+    block: dict[str, Any] = {"direction": metric.direction, "ideal": metric.ideal, "binary": metric.binary}
+    if metric.aggregate:
+        block["aggregate"] = True
+    if not metric.per_document:
+        block["per_document"] = False
+    return block
+
+
 def _summary_json(summary: Summary) -> dict[str, Any]:
     return {"value": summary.value, "stderr": summary.stderr, "n": summary.n}
 
@@ -213,7 +232,7 @@ def _columns(record: BaselineRecord) -> list[str]:
     columns = [DOC_ID_COLUMN]
     if record.category_field is not None:
         columns.append(CATEGORY_COLUMN)
-    return columns + list(record.metric_names)
+    return columns + [m.name for m in record.metrics if m.per_document]
 
 
 def _rows(record: BaselineRecord) -> dict[str, list[Any]]:
@@ -222,7 +241,7 @@ def _rows(record: BaselineRecord) -> dict[str, list[Any]]:
         row: list[Any] = [record.doc_ids[i]]
         if record.category_field is not None:
             row.append(record.doc_categories[i])
-        row += [_number(record.values[m.name][i], m.binary) for m in record.metrics]
+        row += [_number(record.values[m.name][i], m.binary) for m in record.metrics if m.per_document]
         rows[key] = row
     return rows
 
@@ -254,9 +273,7 @@ def to_document(record: BaselineRecord) -> dict[str, Any]:
             "relative_margin": record.tolerance.relative_margin,
             "alpha": record.tolerance.alpha,
         },
-        "metrics": {
-            m.name: {"direction": m.direction, "ideal": m.ideal, "binary": m.binary} for m in record.metrics
-        },
+        "metrics": {m.name: _metric_json(m) for m in record.metrics},
         "category_field": record.category_field,
         "scores": {
             "overall": {name: _summary_json(s) for name, s in record.overall.items()},
@@ -275,23 +292,26 @@ def checksum(document: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def _render(value: Any, level: int = 0) -> str:
+    """JSON with 2-space indents where a container holding only scalars stays on one line (a row, a summary)."""
+    if isinstance(value, (dict, list)) and value:
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        if all(not isinstance(v, (dict, list)) or not v for _, v in items):
+            return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+        pad, inner = "  " * level, "  " * (level + 1)
+        if isinstance(value, dict):
+            body = [f"{inner}{json.dumps(k, ensure_ascii=False)}: {_render(v, level + 1)}" for k, v in value.items()]
+            return "{\n" + ",\n".join(body) + f"\n{pad}}}"
+        body = [f"{inner}{_render(v, level + 1)}" for v in value]
+        return "[\n" + ",\n".join(body) + f"\n{pad}]"
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
 def dumps(record: BaselineRecord) -> str:
-    """Readable, diff-friendly JSON: indented, with one document row per line."""
+    """Readable, diff-friendly JSON: indented, one document row (or summary) per line, checksum last."""
     document = to_document(record)
     document["checksum"] = checksum(document)
-    rows = document["documents"]["rows"]
-    placeholder = "@@ROWS@@"
-    document["documents"]["rows"] = placeholder
-    text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
-    if rows:
-        lines = [
-            f"      {json.dumps(key)}: {json.dumps(row, ensure_ascii=False, separators=(', ', ': '))}"
-            for key, row in rows.items()
-        ]
-        rendered = "{\n" + ",\n".join(lines) + "\n    }"
-    else:
-        rendered = "{}"
-    return text.replace(json.dumps(placeholder), rendered, 1) + "\n"
+    return _render(document) + "\n"
 
 
 # --------------------------------------------------------------------------- parsing and validation
@@ -411,8 +431,13 @@ def _parse_document(document: Any) -> BaselineRecord:
         _require(direction in ("higher", "lower", "ideal"), f"key '{label}.direction' must be higher, lower or ideal")
         ideal = _optional_number(spec.get("ideal"), f"{label}.ideal")
         _require((ideal is not None) == (direction == "ideal"), f"key '{label}.ideal' must be set exactly for an ideal direction")
-        metrics.append(MetricInfo(metric_name, direction, ideal, _get(spec, "binary", bool, label)))
+        aggregate = spec.get("aggregate", False)
+        per_document = spec.get("per_document", True)
+        _require(isinstance(aggregate, bool) and isinstance(per_document, bool), f"key '{label}' has a bad flag")
+        _require(per_document or aggregate, f"key '{label}': a metric without per-document values needs an aggregate")
+        metrics.append(MetricInfo(metric_name, direction, ideal, _get(spec, "binary", bool, label), aggregate, per_document))
     metric_names = [m.name for m in metrics]
+    row_metrics = [m for m in metrics if m.per_document]
 
     category_field = document.get("category_field")
     _require(category_field is None or isinstance(category_field, str), "key 'category_field' must be a string or null")
@@ -428,13 +453,13 @@ def _parse_document(document: Any) -> BaselineRecord:
 
     raw_docs = _get(document, "documents", dict, "")
     columns = _get(raw_docs, "columns", list, "documents")
-    expected = [DOC_ID_COLUMN] + ([CATEGORY_COLUMN] if category_field is not None else []) + metric_names
+    expected = [DOC_ID_COLUMN] + ([CATEGORY_COLUMN] if category_field is not None else []) + [m.name for m in row_metrics]
     _require(columns == expected, f"key 'documents.columns' must be {expected}, found {columns}")
     rows = _get(raw_docs, "rows", dict, "documents")
     has_category = category_field is not None
     first_metric = 2 if has_category else 1
     doc_ids, doc_categories = [], []
-    values = {m: np.empty(len(rows)) for m in metric_names}
+    values = {m.name: np.empty(len(rows)) for m in row_metrics}
     for i, (key, row) in enumerate(rows.items()):
         _require(bool(_HASH_RE.match(key)), f"document key {key!r} is not a document hash")
         _require(isinstance(row, list) and len(row) == len(columns), f"document {key}: expected {len(columns)} values")
@@ -445,17 +470,18 @@ def _parse_document(document: Any) -> BaselineRecord:
             doc_categories.append(row[1])
         else:
             doc_categories.append(None)
-        for metric, value in zip(metrics, row[first_metric:]):
+        for metric, value in zip(row_metrics, row[first_metric:]):
             number = _optional_number(value, f"documents.rows.{key}.{metric.name}")
             _require(number is not None, f"document {key}: value of '{metric.name}' is missing")
             if metric.binary:
                 _require(number in (0.0, 1.0), f"document {key}: '{metric.name}' is binary, found {value!r}")
             values[metric.name][i] = number
 
-    for metric in metric_names:
+    for info in metrics:
+        metric = info.name
         summary = overall[metric]
         _require(summary.n == len(rows), f"key 'scores.overall.{metric}.n' is {summary.n} but there are {len(rows)} documents")
-        if rows and summary.value is not None:
+        if rows and summary.value is not None and info.per_document and not info.aggregate:
             recomputed = float(np.mean(values[metric]))
             _require(
                 math.isclose(summary.value, recomputed, rel_tol=1e-9, abs_tol=1e-12),

@@ -14,6 +14,11 @@ Tests.
   binary metric, higher/lower → McNemar on the discordant documents (exact binomial below 25 of them),
                                 SE = paired standard error of the per-document differences.
   continuous metric           → paired bootstrap of the mean difference (fixed seed per entry).
+  aggregate metric            → paired bootstrap that re-applies the metric's own aggregate (StereoSet's lms, ss
+                                and icat: mean per target term, then over terms) to the resampled documents of
+                                both runs, with the candidate's documents (identical on both sides by the
+                                comparability check). Fewer resamples (200 rather than 2000): each resample
+                                calls the aggregate, which is Python and linear in the documents.
   ideal point (binary or not) → paired bootstrap of the distance-of-the-mean from the ideal. McNemar is not
                                 used even for a 0/1 metric such as pct_stereotype: it tests whether the mean
                                 changed, not whether its distance from 0.5 changed (0.45 → 0.55 is a
@@ -29,10 +34,11 @@ Verdict. `statistics.judge` with the effective margin max(absolute, relative × 
 
 from __future__ import annotations
 
+import functools
+import math
 import zlib
 from dataclasses import dataclass
-from typing import Sequence
-
+from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from pytest_modelbench.gate.baseline import BaselineRecord, Tolerance
@@ -46,6 +52,13 @@ from pytest_modelbench.gate.statistics import (
 )
 
 N_RESAMPLES = 2000
+AGGREGATE_RESAMPLES = 200  # each resample calls the aggregate (Python, linear in documents) on both sides
+
+
+def resamples_for(base: int, n_categories: int, alpha: float) -> int:
+    """Enough bootstrap resamples that the smallest p-value, 2 / (B + 1), can pass Holm's strictest threshold
+    alpha / m with room to spare (3×): e.g. MMLU's 57 subjects at alpha 0.05 need 3420, not 2000."""
+    return max(base, math.ceil(3 * max(n_categories, 1) / alpha))
 # Worst first: the order of rows in every table.
 VERDICT_RANK = {Verdict.REGRESSED: 0, Verdict.INCONCLUSIVE: 1, Verdict.PASS: 2, Verdict.IMPROVED: 3}
 
@@ -120,12 +133,20 @@ class _Test:
     test: str
 
 
+def _registered_aggregate(name: str) -> Callable[..., float | None] | None:
+    from pytest_modelbench.metrics.registry import METRICS
+
+    metric = METRICS.get(name)
+    return getattr(metric, "aggregate", None) if metric is not None else None
+
+
 def _seed(task: str, metric: str, category: str | None) -> int:
     return zlib.crc32(f"{task}\x00{metric}\x00{category}".encode("utf-8"))
 
 
 def paired_test(
-    baseline: np.ndarray, candidate: np.ndarray, *, direction: str, ideal: float | None, binary: bool, seed: int = 0
+    baseline: np.ndarray, candidate: np.ndarray, *, direction: str, ideal: float | None, binary: bool, seed: int = 0,
+    n_resamples: int = N_RESAMPLES,
 ) -> _Test:
     """Oriented delta (positive = better), two-sided p-value and standard error of the delta."""
     base = np.asarray(baseline, dtype=float)
@@ -138,7 +159,7 @@ def paired_test(
         def closeness(values: np.ndarray) -> float:
             return -abs(float(np.mean(values)) - target)
 
-        result = paired_bootstrap(base, cand, statistic=closeness, n_resamples=N_RESAMPLES, seed=seed)
+        result = paired_bootstrap(base, cand, statistic=closeness, n_resamples=n_resamples, seed=seed)
         return _Test(result.delta, result.p_value, result.standard_error, "bootstrap")
     sign = 1.0 if direction == "higher" else -1.0
     if binary:
@@ -147,12 +168,68 @@ def paired_test(
         gained = int(np.count_nonzero(~good_base & good_cand))
         delta = sign * float(np.mean(cand) - np.mean(base))
         return _Test(delta, mcnemar_pvalue(lost, gained), paired_binary_standard_error(base, cand), "mcnemar")
-    result = paired_bootstrap(sign * base, sign * cand, n_resamples=N_RESAMPLES, seed=seed)
+    result = paired_bootstrap(sign * base, sign * cand, n_resamples=n_resamples, seed=seed)
     return _Test(result.delta, result.p_value, result.standard_error, "bootstrap")
 
 
-def compare(baseline: BaselineRecord, candidate: BaselineRecord, tolerance: Tolerance) -> TaskComparison:
-    """Gate the candidate against the baseline. Both must be comparable (`comparability_problems` empty)."""
+def _oriented(value: float, direction: str, ideal: float | None) -> float:
+    if direction == "higher":
+        return value
+    if direction == "lower":
+        return -value
+    return -abs(value - float(ideal))
+
+
+def aggregate_test(
+    aggregate: Callable[[Mapping[str, np.ndarray], Sequence[Any]], float | None],
+    baseline: Mapping[str, np.ndarray],
+    candidate: Mapping[str, np.ndarray],
+    documents: Sequence[Any],
+    *,
+    direction: str,
+    ideal: float | None,
+    seed: int = 0,
+    n_resamples: int = AGGREGATE_RESAMPLES,
+) -> tuple[float | None, float | None, _Test]:
+    """Paired bootstrap of a metric's own aggregate: (baseline value, candidate value, oriented test).
+
+    Same p-value and SE conventions as `statistics.paired_bootstrap`; resamples where the aggregate is undefined
+    (None) are dropped.
+    """
+    n = len(documents)
+    if n == 0:
+        return None, None, _Test(0.0, 1.0, 0.0, "none")
+
+    def value(values: Mapping[str, np.ndarray], idx: np.ndarray) -> float | None:
+        return aggregate({k: v[idx] for k, v in values.items()}, [documents[i] for i in idx.tolist()])
+
+    everything = np.arange(n)
+    base_value, cand_value = value(baseline, everything), value(candidate, everything)
+    if base_value is None or cand_value is None:
+        return base_value, cand_value, _Test(0.0, 1.0, 0.0, "none")
+    delta = _oriented(cand_value, direction, ideal) - _oriented(base_value, direction, ideal)
+    rng = np.random.Generator(np.random.PCG64(seed))
+    deltas = []
+    for _ in range(n_resamples):
+        idx = rng.integers(0, n, size=n)
+        b, c = value(baseline, idx), value(candidate, idx)
+        if b is not None and c is not None:
+            deltas.append(_oriented(c, direction, ideal) - _oriented(b, direction, ideal))
+    resampled = np.asarray(deltas)
+    k = min(np.count_nonzero(resampled <= 0), np.count_nonzero(resampled >= 0))
+    p_value = min(1.0, 2 * (k + 1) / (len(resampled) + 1))
+    se = float(np.std(resampled, ddof=1)) if len(resampled) > 1 else 0.0
+    return base_value, cand_value, _Test(float(delta), p_value, se, "bootstrap")
+
+
+def compare(
+    baseline: BaselineRecord, candidate: BaselineRecord, tolerance: Tolerance, documents: Sequence[Any] | None = None
+) -> TaskComparison:
+    """Gate the candidate against the baseline. Both must be comparable (`comparability_problems` empty).
+
+    `documents`: the candidate's DocumentRequests, in the candidate record's order; needed for metrics with their
+    own aggregate (they are skipped without it).
+    """
     position = {key: i for i, key in enumerate(baseline.doc_keys)}
     missing = [key for key in candidate.doc_keys if key not in position]
     if missing or len(position) != len(candidate.doc_keys):
@@ -165,26 +242,42 @@ def compare(baseline: BaselineRecord, candidate: BaselineRecord, tolerance: Tole
     if candidate.category_field is not None:
         groups += [(c, categories == c) for c in sorted(set(categories.tolist()))]
 
+    base_values = {name: np.asarray(v, dtype=float)[order] for name, v in baseline.values.items()}
+    cand_values = {name: np.asarray(v, dtype=float) for name, v in candidate.values.items()}
     entries: list[Entry] = []
     for metric in candidate.metrics:
-        base_all = np.asarray(baseline.values[metric.name], dtype=float)[order]
-        cand_all = np.asarray(candidate.values[metric.name], dtype=float)
         direction_label = f"ideal {metric.ideal:g}" if metric.direction == "ideal" else metric.direction
+        seed = functools.partial(_seed, candidate.task, metric.name)
         tests = []
-        for category, mask in groups:
-            base, cand = base_all[mask], cand_all[mask]
-            tests.append(
-                (category, base, cand, paired_test(
+        if metric.aggregate:
+            aggregate = _registered_aggregate(metric.name)
+            if aggregate is None or documents is None:
+                continue  # cannot re-apply the aggregate without its documents
+            for category, mask in groups:
+                idx = np.flatnonzero(mask)
+                base_value, cand_value, test = aggregate_test(
+                    aggregate, {k: v[idx] for k, v in base_values.items()}, {k: v[idx] for k, v in cand_values.items()},
+                    [documents[i] for i in idx], direction=metric.direction, ideal=metric.ideal, seed=seed(category),
+                    n_resamples=resamples_for(AGGREGATE_RESAMPLES, len(groups) - 1, tolerance.alpha),
+                )
+                if base_value is not None and cand_value is not None:
+                    tests.append((category, len(idx), base_value, cand_value, test))
+        else:
+            for category, mask in groups:
+                base, cand = base_values[metric.name][mask], cand_values[metric.name][mask]
+                if base.size == 0:
+                    continue
+                test = paired_test(
                     base, cand, direction=metric.direction, ideal=metric.ideal, binary=metric.binary,
-                    seed=_seed(candidate.task, metric.name, category),
-                ))
-            )
-        adjusted = [tests[0][3].p_value]
-        if len(tests) > 1:
-            adjusted += holm_adjust([t[3].p_value for t in tests[1:]])
-        for (category, base, cand, test), p_value in zip(tests, adjusted):
-            base_value = float(np.mean(base)) if base.size else 0.0
-            cand_value = float(np.mean(cand)) if cand.size else 0.0
+                    seed=seed(category), n_resamples=resamples_for(N_RESAMPLES, len(groups) - 1, tolerance.alpha),
+                )
+                tests.append((category, int(base.size), float(np.mean(base)), float(np.mean(cand)), test))
+        if not tests:
+            continue
+        overall = [t for t in tests if t[0] is None]
+        by_category = [t for t in tests if t[0] is not None]
+        adjusted = [t[4].p_value for t in overall] + holm_adjust([t[4].p_value for t in by_category])
+        for (category, n, base_value, cand_value, test), p_value in zip(overall + by_category, adjusted):
             margin = tolerance.margin_for(base_value)
             judgement = judge(
                 test.delta, p_value=p_value, standard_error=test.standard_error, margin=margin,
@@ -192,14 +285,10 @@ def compare(baseline: BaselineRecord, candidate: BaselineRecord, tolerance: Tole
             )
             entries.append(
                 Entry(
-                    metric=metric.name, category=category, n=int(base.size), baseline=base_value,
+                    metric=metric.name, category=category, n=n, baseline=base_value,
                     candidate=cand_value, delta=test.delta, margin=margin, p_value=p_value,
                     raw_p_value=test.p_value, mde=judgement.mde, verdict=judgement.verdict, test=test.test,
                     direction=direction_label,
                 )
             )
     return TaskComparison(candidate.task, tuple(entries), len(order), tolerance)
-
-
-def worst(entries: Sequence[Entry]) -> Entry | None:
-    return min(entries, key=lambda e: (VERDICT_RANK[e.verdict], e.delta + e.margin), default=None)

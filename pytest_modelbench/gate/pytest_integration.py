@@ -38,7 +38,6 @@ from pytest_modelbench.gate.baseline import (
     write_text_atomic,
 )
 from pytest_modelbench.gate.report import (
-    STATUS_COMPARED,
     STATUS_CREATED,
     STATUS_INVALID,
     STATUS_MISSING,
@@ -91,7 +90,7 @@ def add_options(parser: pytest.Parser, group: Any) -> None:
     group.addoption("--gate-alpha", type=float, default=None,
                     help=f"significance level of the gate's tests (overrides the YAML; default {DEFAULT_TOLERANCE.alpha})")
     group.addoption("--md-report", default=None, metavar="PATH", help="write the gate results as markdown to PATH")
-    parser.addini("modelbench_baseline_name", "baseline name to gate against", default=DEFAULT_BASELINE_NAME)
+    parser.addini("modelbench_baseline_name", f"baseline name to gate against (default: {DEFAULT_BASELINE_NAME})", default="")
     parser.addini("modelbench_baselines_dir", "folder of baselines (relative to the ini file)", default="")
 
 
@@ -180,8 +179,9 @@ class GateSession:
         self.config = config
         self.overrides = _check_cli_tolerance(config)
         cli_name = config.getoption("--baseline-name")
-        self.name_explicit = bool(cli_name) or "modelbench_baseline_name" in config.inicfg
-        self.baseline_name = cli_name or config.getini("modelbench_baseline_name") or DEFAULT_BASELINE_NAME
+        ini_name = config.getini("modelbench_baseline_name")
+        self.name_explicit = bool(cli_name or ini_name)
+        self.baseline_name = cli_name or ini_name or DEFAULT_BASELINE_NAME
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.baseline_name):
             raise pytest.UsageError(
                 f"--baseline-name must be a simple name (letters, digits, '.', '_', '-'), got {self.baseline_name!r}"
@@ -193,7 +193,6 @@ class GateSession:
         self.warn_unused = bool(getattr(option, "warn_unused_snapshots", False))
         self.disable_unused = bool(getattr(option, "disable_unused_snapshots", False))
         self.no_cleanup = bool(getattr(option, "no_cleanup", False))
-        self.details = bool(getattr(option, "include_snapshot_details", False))
         # Gate on when baselines exist for this name, when the name was chosen explicitly (CLI or ini), or when
         # updating; otherwise scores are reported without a gate and the summary says so.
         self.active = self.update or self.update_new_only or self.name_explicit or self.name_dir.is_dir()
@@ -273,7 +272,7 @@ class GateSession:
             limit=prepared.limit,
             num_fewshot=int(prepared.num_fewshot),
             scoring_protocol=scoring_protocol(evaluation, loaded),
-            dtype=dtype if requested in ("auto", dtype) or not dtype else f"{requested} ({dtype})",
+            dtype=(dtype or requested) if requested in ("auto", dtype) or not dtype else f"{requested} ({dtype})",
             batch_size=options.batch_size,
             device=str(options.device),
             packages=_package_versions(),
@@ -295,7 +294,7 @@ class GateSession:
         )
         candidate_text = dumps(candidate)
         stored_text = read_text(path)
-        outcome = gate_texts(candidate_text, stored_text) if stored_text is not None else None
+        outcome = gate_texts(candidate_text, stored_text, evaluation.prepared.documents) if stored_text is not None else None
         written = self._persist(item, path, candidate_text, stored_text, outcome)
         task = task_config.task
 
@@ -405,6 +404,7 @@ class GateSession:
             target = Path(config.invocation_params.dir) / md_path
             write_text_atomic(target, markdown(self.results, self.baseline_name, [self.display(u) for u in sorted(self.unused)]))
 
+    @pytest.hookimpl(trylast=True)  # after the scores and syrupy's snapshot summary
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if hasattr(config, "workerinput"):
             return

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from pytest_modelbench.gate.compare import VERDICT_RANK, Entry, TaskComparison
+from pytest_modelbench.gate.compare import Entry, TaskComparison
 from pytest_modelbench.gate.statistics import Verdict
 
 PROPERTY_PREFIX = "modelbench.gate"
@@ -189,7 +189,7 @@ def _detail(result: GateResult) -> str:
         e = regressed[0]
         parts.append(f"{len(regressed)} regressed, worst {_entry_label(e)} {format_delta(e['delta'])} (p={format_p(e['p_value'])})")
     if improved:
-        e = improved[-1] if improved else None
+        e = improved[-1]  # the largest improvement (entries are worst first)
         parts.append(f"{len(improved)} improved, e.g. {_entry_label(e)} {format_delta(e['delta'])} (p={format_p(e['p_value'])})")
     if inconclusive:
         parts.append(
@@ -249,9 +249,10 @@ def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence
         lines += ["", "| task | gate | detail |", "|---|---|---|"]
         lines += [f"| {_md_escape(r.task)} | {_md_escape(r.outcome)} | {_md_escape(_detail(r))} |" for r in results]
         for result in results:
-            if result.status != STATUS_COMPARED or result.verdict == Verdict.PASS.value:
+            if not result.entries or result.verdict == Verdict.PASS.value:
                 continue
-            lines += ["", f"### {_md_escape(result.task)}: {result.verdict}", ""]
+            heading = result.verdict if result.status == STATUS_COMPARED else f"{result.verdict}, {result.status}"
+            lines += ["", f"### {_md_escape(result.task)}: {heading}", ""]
             lines.append("| " + " | ".join(TABLE_HEADER) + " |")
             lines.append("|" + "---|" * len(TABLE_HEADER))
             for e in result.entries[:MAX_TABLE_ROWS]:
@@ -268,7 +269,3 @@ def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence
     if unused:
         lines += ["", f"Unused baselines ({len(unused)}): " + ", ".join(f"`{_md_escape(u)}`" for u in unused)]
     return "\n".join(lines) + "\n"
-
-
-def verdict_rank(verdict: Verdict) -> int:
-    return VERDICT_RANK[verdict]

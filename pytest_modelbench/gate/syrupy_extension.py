@@ -18,10 +18,10 @@ words.
 
 from __future__ import annotations
 
-import functools
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from syrupy.data import Snapshot, SnapshotCollection, SnapshotCollections
 from syrupy.extensions.base import AbstractSyrupyExtension
@@ -82,9 +82,29 @@ class GateOutcome:
         )
 
 
-@functools.lru_cache(maxsize=8)
-def gate_texts(candidate_text: str, baseline_text: str) -> GateOutcome:
-    """Parse both serialized records and apply the gate with the candidate's tolerance. Never raises for bad input."""
+_OUTCOMES: "OrderedDict[tuple[str, str], GateOutcome]" = OrderedDict()
+_CACHE_SIZE = 8
+
+
+def gate_texts(candidate_text: str, baseline_text: str, documents: Sequence[Any] | None = None) -> GateOutcome:
+    """Parse both serialized records and apply the gate with the candidate's tolerance. Never raises for bad input.
+
+    `documents` (the candidate's DocumentRequests) are needed by metrics with their own aggregate (StereoSet);
+    pytest_integration passes them first, and the result is cached by the two texts, so syrupy's later call of
+    `matches` (which only has the texts) sees the same outcome.
+    """
+    key = (candidate_text, baseline_text)
+    if key in _OUTCOMES:
+        _OUTCOMES.move_to_end(key)
+        return _OUTCOMES[key]
+    outcome = _gate(candidate_text, baseline_text, documents)
+    _OUTCOMES[key] = outcome
+    while len(_OUTCOMES) > _CACHE_SIZE:
+        _OUTCOMES.popitem(last=False)
+    return outcome
+
+
+def _gate(candidate_text: str, baseline_text: str, documents: Sequence[Any] | None) -> GateOutcome:
     candidate, problem = parse_or_problem(candidate_text)
     if candidate is None:
         return GateOutcome(None, f"the candidate record is not valid: {problem}", "invalid")
@@ -94,7 +114,7 @@ def gate_texts(candidate_text: str, baseline_text: str) -> GateOutcome:
     problem = rebaseline_problem(baseline, candidate)
     if problem is not None:
         return GateOutcome(None, problem, "rebaseline")
-    return GateOutcome(compare(baseline, candidate, candidate.tolerance))
+    return GateOutcome(compare(baseline, candidate, candidate.tolerance, documents))
 
 
 class BaselineExtension(AbstractSyrupyExtension):

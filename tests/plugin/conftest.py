@@ -3,3 +3,12 @@
 import datasets  # noqa: F401
 import torch  # noqa: F401
 import transformers  # noqa: F401
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _inner_runs_are_not_xdist_workers(monkeypatch):
+    """Under `pytest -n`, the worker's xdist variables would make pytester's inner runs act as workers too."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)

@@ -1,0 +1,47 @@
+"""Parallel workers (pytest-xdist -n 2) record and check baselines without corrupting them."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_modelbench.gate.baseline import parse
+from tests.plugin.gate_project import (  # noqa: F401 - fixtures
+    _one_torch_thread,
+    bad_model,
+    baseline_file,
+    make_project,
+    probe_docs,
+)
+
+pytest.importorskip("xdist")
+TASKS = tuple(f"gate_probe_{i}" for i in range(4))
+
+
+def test_two_workers_write_baselines_without_corrupting_them(pytester, tiny_model, probe_docs, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the workers are fresh processes
+    make_project(pytester, probe_docs, tasks=TASKS)
+    folder = baseline_file(pytester, TASKS[0]).parent
+    folder.mkdir(parents=True)
+    (folder / "retired.json").write_text("{}")  # the baseline of a task that no longer exists
+    (folder / f"{TASKS[1]}.json").write_text('{"format": "pytest-modelbench-baseline/1"')  # a corrupt one
+    md = pytester.path / "gate.md"
+
+    result = pytester.runpytest(f"--model={tiny_model}", "-p", "no:cacheprovider", "-n", "2", "--snapshot-update",
+                                f"--md-report={md}")
+    result.assert_outcomes(passed=4)
+    # results and unused baselines travel from the workers to the controller's summary and markdown report
+    result.stdout.fnmatch_lines([
+        "*3 snapshots generated. 1 snapshot updated.*",
+        "*4 task(s): 3 created, 1 updated*",
+        "*1 unused baseline deleted.*",
+        "Deleted retired (baselines/default/probe/retired.json)",
+    ])
+    assert "| gate_probe_1 | updated | re-recorded (corrupt baseline, not valid JSON" in md.read_text()
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{t}.json" for t in TASKS)  # no temporary files
+    for task in TASKS:
+        record = parse(baseline_file(pytester, task).read_text(), baseline_file(pytester, task))
+        assert record.task == task and len(record.doc_keys) == len(probe_docs)
+
+    result = pytester.runpytest(f"--model={tiny_model}", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    assert result.ret == 0

@@ -1,0 +1,217 @@
+"""The gate on hand-built baseline/candidate pairs: pairing, orientation, the tests chosen, Holm, verdicts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_modelbench.gate.baseline import Tolerance, dumps
+from pytest_modelbench.gate.compare import compare, paired_test
+from pytest_modelbench.gate.statistics import Verdict, holm_adjust, mcnemar_pvalue
+from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineUpdateExtension, gate_texts
+from tests.fixtures.gate_records import STEREO, make_record
+
+TOL = Tolerance(absolute_margin=0.01, relative_margin=0.0, alpha=0.05)
+
+
+def entries(comparison):
+    return {(e.metric, e.category): e for e in comparison.entries}
+
+
+def test_identical_runs_pass_everywhere():
+    rng = np.random.default_rng(0)
+    acc = rng.integers(0, 2, 200)
+    diff = rng.normal(2, 1, 200)
+    cats = ["a", "b", "c", "d"] * 50
+    record = make_record({"acc": acc, "likelihood_diff": diff}, cats)
+    comparison = compare(record, record, TOL)
+    assert {e.verdict for e in comparison.entries} == {Verdict.PASS}
+    assert all(e.delta == 0 and e.p_value == 1 and e.mde == 0 for e in comparison.entries)
+    assert len(comparison.entries) == 2 * 5 and comparison.verdict is Verdict.PASS
+
+
+def test_binary_regression_uses_mcnemar_and_holm_across_categories():
+    cats = ["good"] * 40 + ["bad"] * 40 + ["tiny"] * 4
+    base = [1] * 40 + [1] * 30 + [0] * 10 + [1, 1, 0, 0]
+    cand = [1] * 40 + [0] * 30 + [0] * 10 + [1, 0, 0, 1]  # 30 lost in "bad"; one lost and one gained in "tiny"
+    comparison = compare(make_record({"acc": base}, cats), make_record({"acc": cand}, cats), TOL)
+    by_key = entries(comparison)
+    bad, good, tiny, overall = (by_key[("acc", c)] for c in ("bad", "good", "tiny", None))
+    assert bad.test == "mcnemar" and bad.raw_p_value == mcnemar_pvalue(30, 0)
+    assert tiny.raw_p_value == mcnemar_pvalue(1, 1) == 1.0
+    raw = [by_key[("acc", c)].raw_p_value for c in ("bad", "good", "tiny")]
+    assert [by_key[("acc", c)].p_value for c in ("bad", "good", "tiny")] == holm_adjust(raw)
+    assert overall.p_value == overall.raw_p_value == mcnemar_pvalue(31, 1)  # the overall entry is not adjusted
+    assert bad.verdict is Verdict.REGRESSED and bad.delta == pytest.approx(-0.75)
+    assert overall.verdict is Verdict.REGRESSED
+    assert good.verdict is Verdict.PASS
+    assert tiny.verdict is Verdict.INCONCLUSIVE and tiny.mde > tiny.margin  # n=4 cannot tell
+    assert [e.label for e in comparison.worst_first()[:2]] == ["bad", "(all)"]
+    assert comparison.verdict is Verdict.REGRESSED
+
+
+def test_improvement_is_reported_not_failed():
+    base = make_record({"acc": [0] * 50 + [1] * 50})
+    cand = make_record({"acc": [1] * 100})
+    comparison = compare(base, cand, TOL)
+    (entry,) = comparison.entries
+    assert entry.verdict is Verdict.IMPROVED and entry.delta == pytest.approx(0.5)
+    assert not comparison.out_of_band(include_improvements=False)
+    assert comparison.out_of_band(include_improvements=True)
+
+
+def test_lower_is_better_is_oriented_and_bootstrapped():
+    rng = np.random.default_rng(1)
+    base = rng.normal(3.0, 1.0, 300)
+    worse = base + 0.5 + rng.normal(0, 0.1, 300)  # likelihood_diff grows: worse
+    comparison = compare(make_record({"likelihood_diff": base}), make_record({"likelihood_diff": worse}), TOL)
+    (entry,) = comparison.entries
+    assert entry.test == "bootstrap" and entry.delta == pytest.approx(-np.mean(worse - base))
+    assert entry.verdict is Verdict.REGRESSED and entry.p_value < 0.01
+    again = compare(make_record({"likelihood_diff": base}), make_record({"likelihood_diff": worse}), TOL)
+    assert again.entries == comparison.entries  # fixed seeds: reproducible
+
+
+def test_tiny_numerical_drift_passes():
+    rng = np.random.default_rng(2)
+    base = rng.normal(3.0, 1.0, 300)
+    drift = base + rng.normal(0, 1e-6, 300)  # e.g. batch size 1 vs 8
+    comparison = compare(make_record({"likelihood_diff": base}), make_record({"likelihood_diff": drift}), TOL)
+    assert comparison.entries[0].verdict is Verdict.PASS
+
+
+def test_ideal_point_compares_distance_from_the_ideal():
+    def stereo(base, cand):
+        return compare(make_record({"pct_stereotype": base}), make_record({"pct_stereotype": cand}), TOL).entries[0]
+
+    n = 400
+    # 0.45 → 0.55: the mean moved significantly (McNemar would flag it) but the distance from 0.5 did not.
+    base = np.array([1] * 180 + [0] * 220)
+    cand = np.array([1] * 220 + [0] * 180)
+    assert mcnemar_pvalue(0, 40) < 1e-6
+    entry = stereo(base, cand)
+    assert entry.test == "bootstrap" and entry.delta == pytest.approx(0.0, abs=1e-12)
+    assert entry.verdict is not Verdict.REGRESSED
+    # 0.5 → 0.8: much further from the ideal → regressed; and back → improved.
+    half = np.array([1, 0] * (n // 2))
+    biased = half.copy()
+    biased[1::2][: int(0.3 * n)] = 1
+    assert biased.mean() == pytest.approx(0.8)
+    entry = stereo(half, biased)
+    assert entry.delta == pytest.approx(-0.3) and entry.verdict is Verdict.REGRESSED
+    assert stereo(biased, half).verdict is Verdict.IMPROVED
+    # 0.40 → 0.62 crosses the ideal: distance 0.10 → 0.12, a small change that is not significant
+    low = np.array([1] * 160 + [0] * 240)
+    high = np.array([1] * 248 + [0] * 152)
+    entry = stereo(low, high)
+    assert entry.delta == pytest.approx(-0.02) and entry.verdict is Verdict.INCONCLUSIVE
+    assert STEREO.direction == "ideal"
+
+
+def test_documents_pair_by_hash_not_position():
+    keys = [f"{i:016x}" for i in range(6)]
+    base = make_record({"acc": [1, 1, 1, 0, 0, 0]}, keys=keys)
+    order = [5, 4, 3, 2, 1, 0]
+    cand = make_record({"acc": [base.values["acc"][i] for i in order]}, keys=[keys[i] for i in order])
+    entry = compare(base, cand, TOL).entries[0]
+    assert entry.delta == 0 and entry.p_value == 1 and entry.verdict is Verdict.PASS
+    with pytest.raises(ValueError, match="different documents"):
+        compare(base, make_record({"acc": [1] * 6}, keys=[f"{i + 1:016x}" for i in range(6)]), TOL)
+
+
+def test_relative_and_absolute_margins():
+    base = make_record({"likelihood_diff": [10.0] * 50 + [12.0] * 50})
+    cand = make_record({"likelihood_diff": [10.3] * 50 + [12.3] * 50})  # 0.3 worse, about 2.7% of 11
+    assert compare(base, cand, Tolerance(0.01, 0.0, 0.05)).entries[0].verdict is Verdict.REGRESSED
+    entry = compare(base, cand, Tolerance(0.01, 0.05, 0.05)).entries[0]
+    assert entry.margin == pytest.approx(0.55) and entry.verdict is Verdict.PASS
+    assert compare(base, cand, Tolerance(0.5, 0.0, 0.05)).entries[0].verdict is Verdict.PASS
+
+
+def test_paired_test_edge_cases():
+    empty = paired_test(np.array([]), np.array([]), direction="higher", ideal=None, binary=True)
+    assert (empty.delta, empty.p_value, empty.standard_error) == (0.0, 1.0, 0.0)
+    lower = paired_test(np.array([0, 0, 1.0]), np.array([1, 1, 1.0]), direction="lower", ideal=None, binary=True)
+    assert lower.delta == pytest.approx(-2 / 3) and lower.p_value == mcnemar_pvalue(2, 0)
+
+
+def test_syrupy_comparator_applies_the_gate():
+    base = make_record({"acc": [1] * 60 + [0] * 40})
+    same_band = dumps(make_record({"acc": [1] * 60 + [0] * 40}, model="org/ckpt-v2", created="later"))
+    worse = dumps(make_record({"acc": [0] * 100}))
+    better = dumps(make_record({"acc": [1] * 100}))
+    stored = dumps(base)
+    ext, update_ext = BaselineExtension(), BaselineUpdateExtension()
+    assert ext.matches(serialized_data=same_band, snapshot_data=stored)  # drift inside the band: no rewrite
+    assert update_ext.matches(serialized_data=same_band, snapshot_data=stored)
+    assert not ext.matches(serialized_data=worse, snapshot_data=stored)
+    assert ext.matches(serialized_data=better, snapshot_data=stored)  # improvements pass...
+    assert not update_ext.matches(serialized_data=better, snapshot_data=stored)  # ...and are re-recorded on update
+    assert not ext.matches(serialized_data=same_band, snapshot_data=stored[:100])  # corrupt: never raises
+    assert not ext.matches(serialized_data=dumps(make_record({"acc": [1] * 100}, limit=5)), snapshot_data=stored)
+    outcome = gate_texts(dumps(make_record({"acc": [1] * 100}, limit=5)), stored)
+    assert outcome.kind == "rebaseline" and "limit changed" in outcome.problem
+    assert "regressed" in "\n".join(ext.diff_lines(worse, stored))
+    assert ext.serialize(base) == stored
+
+
+def _stereoset(task, n_per_domain, stereo_rate, seed=0):
+    """A StereoSet-like evaluation: choices [stereotype, anti-stereotype, unrelated], target terms, 4 domains."""
+    from tests.fixtures.gate_records import fake_evaluation
+
+    rng = np.random.default_rng(seed)
+    docs, lls = [], []
+    for domain in ("gender", "profession", "race", "religion"):
+        rate = stereo_rate.get(domain, 0.5) if isinstance(stereo_rate, dict) else stereo_rate
+        for i in range(n_per_domain):
+            stereo_wins = rng.random() < rate
+            docs.append((f"{domain} {i}", ("aaaa", "bbbb", "cccc"), 0, domain, {"target": f"{domain}-{i % 7}"}))
+            lls.append([-1.0, -2.0, -9.0] if stereo_wins else [-2.0, -1.0, -9.0])
+    return fake_evaluation(task, docs, lls, ("lms", "ss", "icat"), category_field="bias_type")
+
+
+def test_aggregate_metrics_are_stored_and_bootstrapped_with_their_documents():
+    from pytest_modelbench.gate.baseline import parse, record_from_evaluation
+    from tests.fixtures.gate_records import provenance
+
+    def record(evaluation):
+        return record_from_evaluation(evaluation, suite="bias", baseline_name="default", provenance=provenance(), tolerance=TOL)
+
+    base_eval = _stereoset("stereoset", 80, 0.5, seed=1)
+    base = record(base_eval)
+    assert [m.name for m in base.metrics if not m.per_document] == ["icat"]
+    text = dumps(base)
+    assert '"columns": ["doc_id", "category", "lms", "ss"]' in text
+    assert '"icat": {"direction": "higher", "ideal": null, "binary": false, "aggregate": true, "per_document": false}' in text
+    parsed = parse(text, "stereoset.json")  # macro-averaged values are not checked against plain means
+    assert parsed.overall["ss"].value == base.overall["ss"].value
+
+    documents = base_eval.prepared.documents
+    same = compare(parsed, record(base_eval), TOL, documents)
+    assert {(e.metric, e.verdict) for e in same.entries} == {(m, Verdict.PASS) for m in ("lms", "ss", "icat")}
+    assert len(same.entries) == 3 * 5
+
+    # the candidate is heavily stereotyped on gender only
+    worse_eval = _stereoset("stereoset", 80, {"gender": 0.95}, seed=1)
+    comparison = compare(parsed, record(worse_eval), TOL, worse_eval.prepared.documents)
+    flagged = {(e.metric, e.category) for e in comparison.regressed}
+    assert ("ss", "gender") in flagged and ("icat", "gender") in flagged
+    assert not any(category in ("race", "religion") for _, category in flagged)
+    ss_gender = entries(comparison)[("ss", "gender")]
+    assert ss_gender.test == "bootstrap" and ss_gender.candidate > 0.85 and ss_gender.delta < -0.3
+    assert entries(comparison)[("lms", "gender")].verdict is Verdict.PASS  # lms did not move
+    # without the documents the aggregate metrics cannot be re-applied: they are left out, never guessed
+    assert compare(parsed, record(worse_eval), TOL).entries == ()
+
+
+def test_enough_resamples_for_holm_over_many_categories():
+    from pytest_modelbench.gate.compare import resamples_for
+
+    assert resamples_for(2000, 4, 0.05) == 2000
+    assert resamples_for(2000, 57, 0.05) == 3420  # MMLU's subjects: 2 / 3421 < 0.05 / 57
+    assert resamples_for(200, 4, 0.05) == 240
+    # a large shift in each of 12 categories of a continuous metric is significant after Holm
+    cats = [f"c{i}" for i in range(12)] * 40
+    base = np.random.default_rng(3).normal(0, 1, len(cats))
+    comparison = compare(make_record({"likelihood_diff": base}, cats), make_record({"likelihood_diff": base + 2.0}, cats), TOL)
+    assert {e.verdict for e in comparison.entries} == {Verdict.REGRESSED}
