@@ -45,7 +45,7 @@ def _is_empty(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class DocumentRules:
-    """Callable like lm-eval's process_docs: takes a split (a datasets.Dataset or a list of rows), returns the kept rows."""
+    """Callable like lm-eval's process_docs: takes a split (a datasets.Dataset or a list of rows), returns kept rows."""
 
     where: str  # "<task yaml>: task '<name>'"
     required_fields: tuple[str, ...] = ()

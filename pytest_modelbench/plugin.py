@@ -12,6 +12,7 @@ from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.report import format_table, results_document, summary_rows, write_json_atomic
 from pytest_modelbench.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
+from pytest_modelbench.scoring.progress import pytest_sink as progress_sink
 from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_config
 from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
 
@@ -33,7 +34,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--model-args", help="extra model arguments, key=value,... (revision=..., add_bos_token=..., gguf_file=...)")
     group.addoption("--device", default="cpu", help="torch device (default: cpu)")
     group.addoption("--dtype", default="auto", choices=DTYPES, help="weights dtype (default: auto)")
-    group.addoption("--model-type", default="auto", choices=("auto", "causal", "masked"), help="causal or masked LM scoring; auto reads the checkpoint's architectures (default: auto)")
+    group.addoption("--model-type", default="auto", choices=("auto", "causal", "masked"),
+                    help="causal or masked-LM scoring (default: auto, from the checkpoint's architectures)")
     group.addoption("--batch-size", default="1", help="batch size, an integer or 'auto' (default: 1)")
     group.addoption("--num-fewshot", type=int, default=None, help="few-shot examples per document (overrides the YAML)")
     group.addoption("--limit", type=int, default=None, help="score only the first N documents of each task")
@@ -41,6 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--allow-task-code", action="store_true", help="allow '!function' in task YAMLs (runs Python from the suite folder)")
     group.addoption("--results-json", default=None, help="write scores to this JSON file")
     group.addoption("--log-samples", action="store_true", help="add per-document requests and log-likelihoods to --results-json")
+    group.addoption("--no-cache", action="store_true", help="bypass the persistent score cache ($MODELBENCH_CACHE_DIR, default ~/.cache/pytest-modelbench)")
     parser.addini("modelbench_suites", "folders whose task YAMLs are collected", type="paths", default=[])
     parser.addini("modelbench_data_dir", "local mirror of hub datasets", default="")
     gate.add_options(parser, parser.getgroup("modelbench"))  # baseline gate: --baseline-name, --gate-*, --md-report
@@ -62,7 +65,9 @@ def pytest_configure(config: pytest.Config) -> None:
             data_dir=Path(data_dir).expanduser().resolve() if data_dir else None,
             allow_task_code=config.getoption("--allow-task-code"),
             model_type=config.getoption("--model-type"),
-        )
+            cache=not config.getoption("--no-cache"),
+        ),
+        progress_sink=progress_sink(config),
     )
 
 

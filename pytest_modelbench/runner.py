@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from pytest_modelbench.errors import ModelbenchError, ModelLoadError
 from pytest_modelbench.evaluation import TaskEvaluation, evaluate_task
@@ -29,6 +29,7 @@ class RunOptions:
     data_dir: Path | None = None
     allow_task_code: bool = False
     model_type: str = "auto"  # causal | masked | auto (detected from the checkpoint's config)
+    cache: bool = False  # persistent score cache (scoring/score_cache.py): the plugin turns it on unless --no-cache
 
 
 @dataclass
@@ -38,6 +39,7 @@ class BenchRunner:
     _loaded: LoadedModel | None = None
     _load_error: ModelbenchError | None = None
     _scorer: CausalLMScorer | MaskedLMScorer | None = None
+    progress_sink: Callable[[str], None] | None = None  # progress lines during long scoring (scoring/progress.py)
 
     def loaded_model(self) -> LoadedModel:
         """Load the model on first use; a failure is remembered so every item reports it without retrying."""
@@ -62,11 +64,13 @@ class BenchRunner:
             self._scorer = self._masked_scorer(self.loaded_model())
         if self._scorer is None:
             from pytest_modelbench.scoring.causal import CausalLMScorer
+            from pytest_modelbench.scoring.score_cache import ScoreCache
 
             loaded = self.loaded_model()
             self._scorer = CausalLMScorer(
                 loaded.model, loaded.tokenizer, batch_size=self.options.batch_size, device=self.options.device,
-                **loaded.scorer_kwargs,
+                cache=ScoreCache() if self.options.cache else None, fingerprint=loaded.fingerprint,
+                progress=self.progress_sink, **loaded.scorer_kwargs,
             )
         return self._scorer
 

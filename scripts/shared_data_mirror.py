@@ -2,7 +2,8 @@
 
     python scripts/shared_data_mirror.py MIRROR_DIR [--shared SHARED_DATA_DIR]
 
-Nothing is copied: files are linked, except StereoSet's, which are re-laid out (see DERIVED). The arc_mt languages are all served by the English ARC-Challenge in the same schema: no public
+Nothing is copied: files are linked, except StereoSet's, which are re-laid out (see DERIVED).
+The arc_mt languages are all served by the English ARC-Challenge in the same schema: no public
 copy of the translated sets exists offline, so these runs exercise the pipeline, not the translations.
 """
 

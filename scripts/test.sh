@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh .venv
+# Two xdist workers on two cores: one torch thread each, or they oversubscribe the CPU.
+export OMP_NUM_THREADS=1
 exec .venv/bin/python -m pytest -n 2 "$@"

@@ -1,9 +1,21 @@
-"""Log-likelihoods of (context, continuation) pairs under a causal LM, tokenized and scored as lm-eval's HFLM does."""
+"""Log-likelihoods of (context, continuation) pairs under a causal LM, tokenized and scored as lm-eval's HFLM does.
+
+Two paths give the same numbers (within 1e-4 in float32):
+- plain (`fast=False`): lm-eval's own procedure, one row per request, sorted longest first, right-padded with id 0,
+  full logits. The reference.
+- fast (default): shared token prefixes computed once, the vocabulary projection only at scored positions
+  (scoring/prefix_sharing.py). Requests that would be left-truncated, and models that fail the fast path's numerical
+  probe, go down the plain path.
+
+Optional: a persistent score cache (scoring/score_cache.py) and progress lines (scoring/progress.py).
+"""
 
 from __future__ import annotations
 
+import time
+import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -62,31 +74,159 @@ class CausalTokenizer:
         context_ids = self.encode(context)
         return EncodedRequest(tuple(context_ids), tuple(whole[len(context_ids):]))
 
+    def encode_pairs(self, requests: Sequence[tuple[str, str]]) -> list[EncodedRequest]:
+        """encode_pair for each request; a context shared by several requests (a document's choices) is encoded once."""
+        memo: dict[str, list[int]] = {}
+        encode = self.encode
+
+        def encode_context(text: str) -> list[int]:
+            if text not in memo:
+                memo[text] = encode(text)
+            return memo[text]
+
+        out = []
+        for context, continuation in requests:
+            if context == "":
+                out.append(self.encode_pair(context, continuation))
+                continue
+            trailing = len(context) - len(context.rstrip())
+            if trailing:
+                context, continuation = context[:-trailing], context[-trailing:] + continuation
+            whole = encode(context + continuation)
+            context_ids = encode_context(context)
+            out.append(EncodedRequest(tuple(context_ids), tuple(whole[len(context_ids):])))
+        return out
+
 
 class CausalLMScorer:
-    """Sums log P(continuation | context); batches are sorted longest first and right-padded with id 0."""
+    """Sums log P(continuation | context) for each request.
+
+    `fast=False` is the reference path (lm-eval's procedure). `cache` (a ScoreCache) with `fingerprint` (the model's,
+    LoadedModel.fingerprint) reuses scores from earlier runs; `progress` (a line sink) reports long scoring.
+    """
 
     def __init__(self, model, tokenizer, *, batch_size: int | str = 1, device: str = "cpu",
-                 prefix_token_id: int | None = None, add_bos_token: bool | None = None, max_length: int | None = None):
+                 prefix_token_id: int | None = None, add_bos_token: bool | None = None, max_length: int | None = None,
+                 fast: bool = True, cache=None, fingerprint: str | None = None,
+                 progress: Callable[[str], None] | None = None):
         self.model = model.eval()
         self.device = torch.device(device)
         self.encoder = CausalTokenizer(tokenizer, prefix_token_id, add_bos_token)
         self.max_length = max_length or resolve_max_length(model, tokenizer)
         self.batch_size = batch_size
+        self.fast = fast
+        self.cache = cache
+        self.fingerprint = fingerprint
+        self.progress = progress
+        self.last_stats = None  # FastStats of the last fast call (benchmarks read it)
+        self._runner = None
+        self._fast_checked = False
+        self._namespace: str | None = None
 
-    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
-        encoded = [self.encoder.encode_pair(ctx, cont) for ctx, cont in requests]
-        return self.score_encoded(encoded)
+    def for_task(self, prepared) -> "TaskBoundCausalScorer":
+        """The scorer for one prepared task: knows its documents, so progress counts documents."""
+        return TaskBoundCausalScorer(self, prepared)
 
-    def score_encoded(self, encoded: Sequence[EncodedRequest]) -> list[float]:
-        rows = [self._model_input(req) for req in encoded]
-        order = sorted(range(len(rows)), key=lambda i: (-len(rows[i][0]), rows[i][0]))
-        batch_size = self._resolve_batch_size(max((len(r[0]) for r in rows), default=1))
+    def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,
+                      label: str = "scoring") -> list[float]:
+        """`documents`: requests per document, in order (for progress); without it each request counts as one."""
+        requests = list(requests)
+        if documents is None or sum(documents) != len(requests):
+            documents, unit = [1] * len(requests), "requests"
+        else:
+            unit = "documents"
+        from pytest_modelbench.scoring.progress import ScoringProgress
+
+        progress = ScoringProgress(self.progress, label, documents, unit)
+        results: list[float | None] = [None] * len(requests)
+
+        namespace = self._cache_namespace()
+        keys: list[bytes] = []
+        if namespace is not None:
+            from pytest_modelbench.scoring.score_cache import request_key
+
+            keys = [request_key(namespace, ctx, cont) for ctx, cont in requests]
+            found = self.cache.get_many(keys)
+            hits = [i for i, key in enumerate(keys) if key in found]
+            for i in hits:
+                results[i] = found[keys[i]]
+            progress.requests_done(hits, computed=False)
+        todo = [i for i, value in enumerate(results) if value is None]
+        pending: list[tuple[bytes, float]] = []
+        last_flush = time.monotonic()
+
+        def on_done(local: list[int], values: list[float]) -> None:
+            nonlocal last_flush
+            indices = [todo[j] for j in local]
+            for i, value in zip(indices, values):
+                results[i] = value
+                if keys:
+                    pending.append((keys[i], value))
+            if pending and time.monotonic() - last_flush > 5.0:  # an interrupted run keeps what it computed
+                self.cache.put_many(pending)
+                pending.clear()
+                last_flush = time.monotonic()
+            progress.requests_done(indices)
+
+        try:
+            if todo:
+                self.score_encoded(self.encoder.encode_pairs([requests[i] for i in todo]), on_done=on_done)
+        finally:
+            if pending:
+                self.cache.put_many(pending)
+        progress.finish()
+        return results  # type: ignore[return-value]
+
+    def score_encoded(self, encoded: Sequence[EncodedRequest],
+                      on_done: Callable[[list[int], list[float]], None] | None = None) -> list[float]:
+        """Log-likelihoods of encoded requests; `on_done(indices, values)` is called as batches complete."""
+        rows = [self._model_input(req) for req in encoded]  # validates every request first
+        self.last_stats = None
+        runner = self._fast_runner() if self.fast and rows else None
+        if runner is None:
+            return self._score_plain(rows, list(range(len(rows))), on_done)
         results = [0.0] * len(rows)
+        fits = [len(req.context) + len(req.continuation) <= self.max_length + 1 for req in encoded]
+        fast = [i for i, ok in enumerate(fits) if ok]
+        truncated = [i for i, ok in enumerate(fits) if not ok]  # lm-eval cuts these on the left: plain path
+
+        def relay(indices: list[int], local: list[int], values: list[float]) -> None:
+            chosen = [indices[j] for j in local]
+            for i, value in zip(chosen, values):
+                results[i] = value
+            if on_done is not None:
+                on_done(chosen, values)
+
+        if fast:
+            from pytest_modelbench.scoring.prefix_sharing import FastStats
+
+            runner.stats = FastStats()
+            longest = max(len(rows[i][0]) for i in fast)
+            auto = self.batch_size == "auto"
+            runner.score(
+                [rows[i][0] for i in fast], [rows[i][1] for i in fast],
+                batch_size=(lambda width: auto_batch_size(self.model, width)) if auto else int(self.batch_size),
+                token_budget=None if auto else int(self.batch_size) * longest,
+                on_done=lambda local, values: relay(fast, local, values),
+            )
+            self.last_stats = runner.stats
+        if truncated:
+            self._score_plain(rows, truncated, lambda local, values: relay(truncated, local, values))
+        return results
+
+    # --- the plain path (lm-eval's procedure) -----------------------------------------------------------------------
+
+    def _score_plain(self, rows, subset: list[int], on_done=None) -> list[float]:
+        order = sorted(range(len(subset)), key=lambda k: (-len(rows[subset[k]][0]), rows[subset[k]][0]))
+        batch_size = self._resolve_batch_size(max((len(rows[i][0]) for i in subset), default=1))
+        results = [0.0] * len(subset)
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
-            for i, value in zip(chunk, self._forward([rows[i] for i in chunk])):
-                results[i] = value
+            values = self._forward([rows[subset[k]] for k in chunk])
+            for k, value in zip(chunk, values):
+                results[k] = value
+            if on_done is not None:
+                on_done(chunk, values)
         return results
 
     def _model_input(self, req: EncodedRequest) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -117,6 +257,56 @@ class CausalLMScorer:
         if self.batch_size != "auto":
             return int(self.batch_size)
         return auto_batch_size(self.model, longest)
+
+    # --- the fast path: chosen once per scorer, after a numerical check against the plain path ----------------------
+
+    def _fast_runner(self):
+        if self._fast_checked:
+            return self._runner
+        self._fast_checked = True
+        from pytest_modelbench.scoring.prefix_sharing import PrefixSharingRunner, probe_fast_path
+
+        reason = PrefixSharingRunner.supports(self.model)
+        if reason is None:
+            for mode in ("projection", "full"):
+                runner = PrefixSharingRunner(self.model, self.device, mode)
+                error = probe_fast_path(runner, self._forward)
+                if error is None:
+                    self._runner = runner
+                    return runner
+                reason = f"{mode} mode differs from the plain path by {error:.2g}"
+        warnings.warn(f"pytest-modelbench: shared-prefix scoring is off for this model ({reason}); "
+                      "scoring every request in full", stacklevel=3)
+        return None
+
+    def _cache_namespace(self) -> str | None:
+        """The cache key's model and settings part; None when no cache or the weights cannot be identified."""
+        if self.cache is None or not getattr(self.cache, "enabled", False):
+            return None
+        if not self.fingerprint or self.fingerprint.endswith("@unknown"):
+            return None
+        if self._namespace is None:
+            from pytest_modelbench.scoring.score_cache import scoring_namespace, tokenizer_fingerprint, weights_digest
+
+            self._namespace = scoring_namespace(
+                model=self.fingerprint, weights=weights_digest(self.model),
+                tokenizer=tokenizer_fingerprint(self.encoder.tokenizer), dtype=str(next(self.model.parameters()).dtype),
+                device=self.device.type, max_length=self.max_length, prefix_token_id=self.encoder.prefix_token_id,
+                add_bos_token=self.encoder.add_bos_token, path="fast" if self.fast else "plain",
+            )
+        return self._namespace
+
+
+class TaskBoundCausalScorer:
+    """The evaluation's Scorer for one prepared task (documents known: progress counts documents)."""
+
+    def __init__(self, scorer: CausalLMScorer, prepared):
+        self.scorer = scorer
+        self.documents = [len(doc.continuations) for doc in prepared.documents]
+        self.label = prepared.config.task
+
+    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
+        return self.scorer.loglikelihood(requests, documents=self.documents, label=self.label)
 
 
 def auto_batch_size(model, sequence_length: int) -> int:

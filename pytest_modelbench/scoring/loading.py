@@ -126,7 +126,7 @@ def detect_model_type(source: ModelSource) -> str:
         config = transformers.AutoConfig.from_pretrained(source.location, **kwargs)
     except Exception as exc:  # same failure modes as loading the model itself
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot read the config of model '{source.name}' from {source.location}: {first_line}") from None
+        raise ModelLoadError(f"cannot load model '{source.name}' from {source.location}: {first_line}") from None
     return model_type_of_config(config)
 
 
@@ -141,7 +141,8 @@ def model_type_of_config(config: Any) -> str:
         return "causal"
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
-    if getattr(config, "model_type", None) in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(config, "is_decoder", False):
+    encoder = getattr(config, "model_type", None) in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    if encoder and not getattr(config, "is_decoder", False):
         return "masked"
     return "causal"
 

@@ -114,7 +114,9 @@ class MaskedLMScorer:
     def pll_shared(self, context: str, continuations: Sequence[str], where: str = "document") -> list[float]:
         """CrowS-Pairs: pseudo-log-likelihood of the tokens both continuations share (protocol `pll_shared`)."""
         if len(continuations) != 2:
-            raise DocumentError(f"{where}: masked_protocol pll_shared needs exactly 2 choices, got {len(continuations)}")
+            raise DocumentError(
+                f"{where}: masked_protocol pll_shared needs exactly 2 choices, got {len(continuations)}"
+            )
         first, second = (self._checked(self.encode(context, c), where) for c in continuations)
         positions_first, positions_second = shared_positions(first, second)
         return [

@@ -1,0 +1,191 @@
+"""A persistent cache of request scores, so a re-run (or `--lf`) of an unchanged model does not recompute them.
+
+Location: `$MODELBENCH_CACHE_DIR/scores.sqlite`; without that variable `$XDG_CACHE_HOME/pytest-modelbench/scores.sqlite`,
+else `~/.cache/pytest-modelbench/scores.sqlite`. Delete the file to clear the cache; `--no-cache` bypasses it.
+
+Key: SHA-256 of the scoring namespace and the exact request (context and continuation strings). The namespace holds
+everything else a score depends on: the model fingerprint (`LoadedModel.fingerprint`: weight files or hub commit), a
+digest of the weights as loaded in memory (per-tensor name, shape, dtype, float64 sum and sampled values, so an in-memory edit or a
+different `--dtype` misses), the tokenizer's full serialized state, device type, max length, prefix token, BOS setting,
+which scorer path (fast or plain) and the protocol version below. Values are the float log-likelihoods.
+
+Several processes may share the file (pytest-xdist workers, concurrent runs): SQLite in WAL mode, writes in short
+`BEGIN IMMEDIATE` transactions, a busy timeout and retries with backoff. Any cache failure (read-only disk, corrupt
+file, lock contention beyond the retries) is reported once as a warning and the run continues without the cache; a
+cache never fails a test. WAL needs a local filesystem (not NFS).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import sqlite3
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+CACHE_DIR_ENV = "MODELBENCH_CACHE_DIR"
+CACHE_FILE = "scores.sqlite"
+PROTOCOL_VERSION = "causal-loglikelihood/1"  # bump when a change in scoring changes the numbers
+_BUSY_TIMEOUT_S = 30.0
+_RETRIES = 8
+_CHUNK = 500  # SQLite host parameters per query
+
+
+def default_cache_path() -> Path:
+    root = os.environ.get(CACHE_DIR_ENV)
+    if root:
+        return Path(root).expanduser() / CACHE_FILE
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "pytest-modelbench" / CACHE_FILE
+
+
+class ScoreCache:
+    """Key → float store in one SQLite file; connections are opened lazily, one per process."""
+
+    def __init__(self, path: Path | str | None = None):
+        self.path = Path(path) if path is not None else default_cache_path()
+        self.enabled = True
+        self._connection: sqlite3.Connection | None = None
+        self._pid: int | None = None
+        self.hits = 0
+        self.misses = 0
+        self.writes = 0
+
+    # --- public API -------------------------------------------------------------------------------------------------
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, float]:
+        found: dict[bytes, float] = {}
+        if not keys or not self.enabled:
+            return found
+        unique = list(dict.fromkeys(keys))
+
+        def read(connection: sqlite3.Connection) -> None:
+            for start in range(0, len(unique), _CHUNK):
+                chunk = unique[start:start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                for key, value in connection.execute(f"SELECT key, value FROM scores WHERE key IN ({marks})", chunk):
+                    found[bytes(key)] = float(value)
+
+        if self._run(read, "read") is False:
+            return {}
+        self.hits += sum(1 for key in keys if key in found)
+        self.misses += sum(1 for key in keys if key not in found)
+        return found
+
+    def put_many(self, items: Iterable[tuple[bytes, float]]) -> None:
+        rows = [(key, float(value), time.time()) for key, value in items]
+        if not rows or not self.enabled:
+            return
+
+        def write(connection: sqlite3.Connection) -> None:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.executemany("INSERT OR REPLACE INTO scores (key, value, created) VALUES (?, ?, ?)", rows)
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+
+        if self._run(write, "write") is not False:
+            self.writes += len(rows)
+
+    def close(self) -> None:
+        if self._connection is not None and self._pid == os.getpid():
+            self._connection.close()
+        self._connection = None
+
+    # --- internals ----------------------------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._connection is not None and self._pid == os.getpid():
+            return self._connection
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(str(self.path), timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+        connection.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS scores (key BLOB PRIMARY KEY, value REAL NOT NULL, created REAL NOT NULL)"
+            " WITHOUT ROWID"
+        )
+        self._connection, self._pid = connection, os.getpid()
+        return connection
+
+    def _run(self, operation, what: str) -> Any:
+        delay = 0.05
+        for attempt in range(_RETRIES):
+            try:
+                return operation(self._connect())
+            except sqlite3.OperationalError as exc:
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if busy and attempt + 1 < _RETRIES:
+                    time.sleep(delay * (1 + random.random()))
+                    delay = min(delay * 2, 2.0)
+                    continue
+                return self._give_up(what, exc)
+            except (sqlite3.Error, OSError) as exc:
+                return self._give_up(what, exc)
+        return False  # pragma: no cover - the loop always returns
+
+    def _give_up(self, what: str, exc: BaseException) -> bool:
+        self.enabled = False
+        self.close()
+        warnings.warn(f"pytest-modelbench: score cache {self.path} disabled ({what} failed: {exc})", stacklevel=3)
+        return False
+
+
+# --- keys -----------------------------------------------------------------------------------------------------------
+
+
+def request_key(namespace: str, context: str, continuation: str) -> bytes:
+    digest = hashlib.sha256(namespace.encode())
+    digest.update(b"\x00")
+    digest.update(json.dumps([context, continuation], ensure_ascii=False).encode())
+    return digest.digest()
+
+
+def scoring_namespace(**settings: Any) -> str:
+    return json.dumps({"protocol": PROTOCOL_VERSION, **settings}, sort_keys=True, default=str)
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """Hash of the tokenizer's full state: the serialized fast tokenizer (vocabulary, merges, normalizer,
+    pre-tokenizer, post-processor, added tokens) or, for a slow one, its vocabulary; plus class and special tokens."""
+    digest = hashlib.sha256(type(tokenizer).__name__.encode())
+    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
+    serialized = None
+    if backend is not None and hasattr(backend, "to_str"):
+        try:
+            serialized = backend.to_str()
+        except Exception:  # a backend that cannot serialize: fall back to the vocabulary
+            serialized = None
+    if serialized is None:
+        serialized = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
+    digest.update(serialized.encode())
+    special = {
+        "bos": getattr(tokenizer, "bos_token", None), "eos": getattr(tokenizer, "eos_token", None),
+        "bos_id": getattr(tokenizer, "bos_token_id", None), "eos_id": getattr(tokenizer, "eos_token_id", None),
+        "add_bos": getattr(tokenizer, "add_bos_token", None), "add_eos": getattr(tokenizer, "add_eos_token", None),
+    }
+    digest.update(json.dumps(special, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:32]
+
+
+def weights_digest(model) -> str:
+    """Per tensor (parameters and buffers): name, shape, dtype, float64 sum (10 digits) and 16 evenly spaced values."""
+    import torch
+
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+            total = float(torch.sum(tensor, dtype=torch.float64)) if tensor.is_floating_point() else float(tensor.sum())
+            flat = tensor.reshape(-1)
+            sample = flat[:: max(1, flat.numel() // 16)][:16].double().tolist()
+            digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}|{total:.9e}|{sample}\n".encode())
+    return digest.hexdigest()[:32]
