@@ -101,6 +101,11 @@ def test_crows_pairs_english_documents_match_the_reference(lmeval_crows, data_mi
     assert sizes == {name.replace("_", "-"): block["n_docs"] for name, block in lmeval_crows["per_category"].items()}
 
 
+# Log-likelihoods agree within 1e-4 (float32 sums depend on threading and kernels), so a difference of two of them
+# within 2e-4; pct_stereotype, a strict comparison, must be identical.
+TOLERANCE = {"pct_stereotype": 1e-12, "likelihood_diff": 2e-4}
+
+
 @pytest.mark.slow
 def test_crows_pairs_english_matches_lm_eval(lmeval_crows, data_mirror, default_model):
     prepared = prepare_task(load_task_config(CROWS_EN), data_dir=data_mirror)
@@ -109,15 +114,17 @@ def test_crows_pairs_english_matches_lm_eval(lmeval_crows, data_mirror, default_
     for i, (ours, sample) in enumerate(zip(evaluation.loglikelihoods, lmeval_crows["samples"])):
         assert ours == pytest.approx(sample["loglikelihoods"], abs=1e-4), f"document {sample['doc_id']}"
         for metric, value in sample["metrics"].items():
-            assert scores.per_document[metric][i] == pytest.approx(value, abs=1e-9), f"{metric}, doc {i}"
+            assert scores.per_document[metric][i] == pytest.approx(value, abs=TOLERANCE[metric]), f"{metric}, doc {i}"
     # Overall: lm-eval's crows_pairs_english.
     for metric in ("pct_stereotype", "likelihood_diff"):
-        assert scores.overall[metric].value == pytest.approx(lmeval_crows["results"][metric], abs=1e-9)
-        assert scores.overall[metric].stderr == pytest.approx(lmeval_crows["results"][f"{metric}_stderr"], abs=1e-9)
+        assert scores.overall[metric].value == pytest.approx(lmeval_crows["results"][metric], abs=TOLERANCE[metric])
+        assert scores.overall[metric].stderr == pytest.approx(
+            lmeval_crows["results"][f"{metric}_stderr"], abs=TOLERANCE[metric]
+        )
     # Per category from our single pass: lm-eval's 9 crows_pairs_english_<category> subtasks (each its own pass).
     for name, block in lmeval_crows["per_category"].items():
         ours = scores.by_category[name.replace("_", "-")]
         for metric in ("pct_stereotype", "likelihood_diff"):
             assert ours[metric].n == block["n_docs"]
-            assert ours[metric].value == pytest.approx(block[metric], abs=1e-9), f"{name} {metric}"
-            assert ours[metric].stderr == pytest.approx(block[f"{metric}_stderr"], abs=1e-9), f"{name} {metric}"
+            assert ours[metric].value == pytest.approx(block[metric], abs=TOLERANCE[metric]), f"{name} {metric}"
+            assert ours[metric].stderr == pytest.approx(block[f"{metric}_stderr"], abs=TOLERANCE[metric]), name
