@@ -69,7 +69,7 @@ class BenchRunner:
             loaded = self.loaded_model()
             self._scorer = CausalLMScorer(
                 loaded.model, loaded.tokenizer, batch_size=self.options.batch_size, device=self.options.device,
-                cache=ScoreCache() if self.options.cache else None, fingerprint=loaded.fingerprint,
+                fast=True, cache=ScoreCache() if self.options.cache else None, fingerprint=loaded.fingerprint,
                 progress=self.progress_sink, **loaded.scorer_kwargs,
             )
         return self._scorer

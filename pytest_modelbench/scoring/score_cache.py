@@ -1,13 +1,15 @@
 """A persistent cache of request scores, so a re-run (or `--lf`) of an unchanged model does not recompute them.
 
-Location: `$MODELBENCH_CACHE_DIR/scores.sqlite`; without that variable `$XDG_CACHE_HOME/pytest-modelbench/scores.sqlite`,
-else `~/.cache/pytest-modelbench/scores.sqlite`. Delete the file to clear the cache; `--no-cache` bypasses it.
+Location: `$MODELBENCH_CACHE_DIR/scores.sqlite`; without that variable
+`$XDG_CACHE_HOME/pytest-modelbench/scores.sqlite`, else `~/.cache/pytest-modelbench/scores.sqlite`. Delete the file to
+clear the cache; `--no-cache` bypasses it.
 
 Key: SHA-256 of the scoring namespace and the exact request (context and continuation strings). The namespace holds
 everything else a score depends on: the model fingerprint (`LoadedModel.fingerprint`: weight files or hub commit), a
-digest of the weights as loaded in memory (per-tensor name, shape, dtype, float64 sum and sampled values, so an in-memory edit or a
-different `--dtype` misses), the tokenizer's full serialized state, device type, max length, prefix token, BOS setting,
-which scorer path (fast or plain) and the protocol version below. Values are the float log-likelihoods.
+digest of the weights as loaded in memory (per tensor: name, shape, dtype, float64 sum and sampled values; so an
+in-memory edit or a different `--dtype` misses), the tokenizer's full serialized state, device type, max length,
+prefix token, BOS setting, which scorer path (fast or plain) and the protocol version below. Values are the float
+log-likelihoods.
 
 Several processes may share the file (pytest-xdist workers, concurrent runs): SQLite in WAL mode, writes in short
 `BEGIN IMMEDIATE` transactions, a busy timeout and retries with backoff. Any cache failure (read-only disk, corrupt

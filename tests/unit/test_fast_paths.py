@@ -53,7 +53,7 @@ def plain(loaded, requests, **kwargs) -> list[float]:
 
 
 def fast(loaded, requests, **kwargs) -> tuple[list[float], CausalLMScorer]:
-    scorer = CausalLMScorer(loaded.model, loaded.tokenizer, **kwargs)
+    scorer = CausalLMScorer(loaded.model, loaded.tokenizer, fast=True, **kwargs)
     values = scorer.loglikelihood(requests)
     assert scorer._runner is not None, "the fast path should be on for this model"
     return values, scorer
@@ -187,7 +187,7 @@ def test_both_projection_modes(tiny_loaded, mode):
 
 def test_a_model_failing_the_probe_is_scored_on_the_plain_path(tiny_loaded, monkeypatch):
     monkeypatch.setattr(prefix_sharing, "probe_fast_path", lambda runner, forward: 1.0)
-    scorer = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, batch_size=2)
+    scorer = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, batch_size=2, fast=True)
     requests = document_requests()
     with pytest.warns(UserWarning, match="shared-prefix scoring is off"):
         values = scorer.loglikelihood(requests)
@@ -304,7 +304,7 @@ def test_quick_scoring_prints_nothing():
 def test_scorer_reports_progress_per_document(tiny_loaded, monkeypatch):
     monkeypatch.setenv("MODELBENCH_PROGRESS_INTERVAL", "1e-9")
     lines: list[str] = []
-    scorer = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, batch_size=1, progress=lines.append)
+    scorer = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, batch_size=1, fast=True, progress=lines.append)
     sizes = [len(choices) for _, choices in DOCUMENT_CHOICES]
     scorer.loglikelihood(document_requests(), documents=sizes, label="docs")
     assert lines and all(line.startswith("modelbench: docs: ") for line in lines)
@@ -321,3 +321,74 @@ def test_progress_shows_under_pytest_output_capture(pytester, tiny_model, data_m
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["modelbench: arc_challenge_mt_fi: */4 documents (*%), * documents/s, ETA *",
                                  "modelbench: arc_challenge_mt_fi: 4/4 documents (100%), * done in *"])
+
+
+# --- the real default model against lm-eval 0.4.13's own outputs (slow) ------------------------------------------------
+
+REFERENCES = Path(__file__).resolve().parents[1] / "reference"
+SUITES = Path(__file__).resolve().parents[2] / "suites"
+
+
+def reference_task(name: str, data_mirror: Path, tmp_path: Path):
+    import json
+
+    from pytest_modelbench.tasks.config import load_task_config
+    from pytest_modelbench.tasks.task import prepare_task
+    from tests.fixtures.bangla_data import write_bangla_fixtures
+
+    reference = json.loads((REFERENCES / name).read_text(encoding="utf-8"))
+    provenance = reference["provenance"]
+    if "bangla" in name:
+        write_bangla_fixtures(tmp_path)
+        yaml, data = SUITES / "bangla" / "bangla_mmlu.yaml", tmp_path
+    elif "crows" in name:
+        yaml, data = SUITES / "bias" / "crows_pairs_english.yaml", data_mirror
+    else:
+        yaml, data = SUITES / "arc_mt" / "arc_challenge_mt_fi.yaml", data_mirror
+    prepared = prepare_task(load_task_config(yaml), data_dir=data, num_fewshot=provenance["num_fewshot"] or None,
+                            limit=provenance["limit"])
+    return reference, prepared
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["lmeval_arc_challenge_mt_fi_5shot_limit20.json", "lmeval_bangla_mmlu_5shot.json"])
+def test_fast_path_matches_lm_eval_on_the_default_model(name, default_model, data_mirror, tmp_path):
+    from pytest_modelbench.evaluation import evaluate_task
+
+    reference, prepared = reference_task(name, data_mirror, tmp_path)
+    scorer = CausalLMScorer(default_model.model, default_model.tokenizer, batch_size=8, fast=True)
+    evaluation = evaluate_task(prepared, scorer)
+    assert scorer.last_stats.computed_tokens < sum(
+        len(e.context) + len(e.continuation) - 1 for e in scorer.encoder.encode_pairs(
+            [(doc.context, cont) for doc in prepared.documents for cont in doc.continuations]
+        )
+    ) / 2
+    for i, (ours, sample) in enumerate(zip(evaluation.loglikelihoods, reference["samples"])):
+        assert ours == pytest.approx(sample["loglikelihoods"], abs=1e-4), f"document {sample['doc_id']}"
+        for metric, value in sample["metrics"].items():
+            assert evaluation.scores.per_document[metric][i] == value, f"{metric}, document {sample['doc_id']}"
+
+
+@pytest.mark.slow
+def test_fast_path_on_crows_pairs_keeps_every_pct_stereotype(default_model, data_mirror, tmp_path):
+    """Every pair's verdict and the task's scores are lm-eval's. The log-likelihoods agree to float rounding: sharing
+    a pair's leading tokens sums the same terms in another order, and on this model a few short sentences move by up
+    to ~3e-4 (lm-eval itself moves by ~3e-5 between batch sizes 1 and 8)."""
+    import numpy as np
+
+    from pytest_modelbench.evaluation import evaluate_task
+
+    reference, prepared = reference_task("lmeval_crows_pairs_english.json", data_mirror, tmp_path)
+    evaluation = evaluate_task(prepared, CausalLMScorer(default_model.model, default_model.tokenizer, batch_size=8,
+                                                        fast=True))
+    ours = np.array(evaluation.loglikelihoods)
+    theirs = np.array([sample["loglikelihoods"] for sample in reference["samples"]])
+    differences = np.abs(ours - theirs)
+    assert differences.max() < 5e-4
+    assert (differences > 1e-4).mean() < 0.01
+    stereotyped = [sample["metrics"]["pct_stereotype"] for sample in reference["samples"]]
+    assert list(evaluation.scores.per_document["pct_stereotype"]) == stereotyped
+    assert evaluation.scores.overall["pct_stereotype"].value == pytest.approx(reference["results"]["pct_stereotype"],
+                                                                              abs=1e-12)
+    assert evaluation.scores.overall["likelihood_diff"].value == pytest.approx(
+        reference["results"]["likelihood_diff"], abs=1e-5)

@@ -34,6 +34,7 @@ def rows_in(path: Path) -> int:
 
 
 def scorer(loaded, cache, fingerprint="files:tiny", **kwargs) -> CausalLMScorer:
+    kwargs = {"fast": True, **kwargs}
     return CausalLMScorer(loaded.model, loaded.tokenizer, cache=cache, fingerprint=fingerprint, **kwargs)
 
 
