@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.evaluation import TaskEvaluation
 from pytest_modelbench.metrics.aggregate import MetricSummary
 
@@ -78,14 +77,4 @@ def _samples(evaluation: TaskEvaluation) -> list[dict[str, Any]]:
 
 
 def write_json_atomic(path: Path, document: Any) -> None:
-    """Write through a temporary file and rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, indent=2, ensure_ascii=False)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")

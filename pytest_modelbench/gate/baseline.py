@@ -38,7 +38,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -560,26 +559,3 @@ def rebaseline_problem(baseline: BaselineRecord, candidate: BaselineRecord) -> s
         "so comparing with it would report false regressions; review the change and re-record it with "
         "--snapshot-update"
     )
-
-
-# --------------------------------------------------------------------------- atomic writes
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write through an exclusive temporary file in the same folder, fsync, then rename over `path`.
-
-    A reader (or a crash) never sees half a file; concurrent writers (pytest-xdist workers) each own their
-    temporary file, and the last rename wins with a complete file.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

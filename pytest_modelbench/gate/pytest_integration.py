@@ -29,13 +29,13 @@ from typing import Any
 import pytest
 
 from pytest_modelbench.errors import BaselineError, ModelbenchError, TaskConfigError
+from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.gate.baseline import (
     Provenance,
     Tolerance,
     dumps,
     read_text,
     record_from_evaluation,
-    write_text_atomic,
 )
 from pytest_modelbench.gate.report import (
     STATUS_CREATED,

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from syrupy.data import Snapshot, SnapshotCollection, SnapshotCollections
 from syrupy.extensions.base import AbstractSyrupyExtension
 
+from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.gate.baseline import (
     BaselineRecord,
     dumps,
     parse_or_problem,
     read_text,
     rebaseline_problem,
-    write_text_atomic,
 )
 from pytest_modelbench.gate.compare import TaskComparison, compare
 from pytest_modelbench.gate.report import LEGEND, comparison_table

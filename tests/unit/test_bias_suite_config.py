@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from pytest_modelbench.errors import DocumentError, TaskConfigError
+from pytest_modelbench.gate.baseline import parse
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.task import prepare_task
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 BIAS = REPO / "suites" / "bias"
+BASELINES = REPO / "baselines" / "default" / "bias"
 CROWS_EN_CATEGORIES = ("race-color", "gender", "socioeconomic", "nationality", "religion", "age",
                        "sexual-orientation", "physical-appearance", "disability")
 CROWS_COLUMNS = ["", "sent_more", "sent_less", "stereo_antistereo", "bias_type"]
@@ -136,12 +138,24 @@ def test_stereoset_choices_follow_the_gold_labels(tmp_path):
     assert doc.category == "race"
 
 
-def test_real_data_through_the_mirror(data_mirror):
+def test_real_data_through_the_mirror_and_the_committed_default_model_baselines(data_mirror):
     sizes = {}
     for path in sorted(BIAS.glob("*.yaml")):
         prepared = prepare_task(load_task_config(path), data_dir=data_mirror)
-        sizes[prepared.config.task] = len(prepared.documents)
+        task = prepared.config.task
+        sizes[task] = len(prepared.documents)
         assert {doc.category for doc in prepared.documents} == set(prepared.config.categories)
+        # The main job (scripts/gate-default-model.sh) compares with these; they must still be comparable.
+        baseline_path = BASELINES / f"{task}.json"
+        baseline = parse(baseline_path.read_text(encoding="utf-8"), baseline_path)
+        assert baseline.provenance.model == "smollm2-135m"
+        assert baseline.provenance.task_config_hash == prepared.config.config_hash, f"{task}: re-baseline"
+        assert baseline.provenance.data_fingerprint == prepared.data_fingerprint, f"{task}: re-baseline"
+        assert baseline.provenance.limit is None
+        assert {metric: summary.n for metric, summary in baseline.overall.items()} == {
+            metric.name: len(prepared.documents) for metric in prepared.config.metric_list}
+        assert set(baseline.categories) == set(prepared.config.categories)
+        assert len(baseline.doc_keys) == len(prepared.documents)
     assert sizes == {"crows_pairs_english": 1508, "crows_pairs_french": 1676,
                      "stereoset_intrasentence": 2106, "stereoset_intersentence": 2123}
 
