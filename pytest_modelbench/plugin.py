@@ -43,6 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--allow-task-code", action="store_true", help="allow '!function' in task YAMLs (runs Python from the suite folder)")
     group.addoption("--results-json", default=None, help="write scores to this JSON file")
     group.addoption("--log-samples", action="store_true", help="add per-document requests and log-likelihoods to --results-json")
+    group.addoption("--plain-scoring", action="store_true",
+                    help="score causal LMs with lm-eval's own procedure, no shared prefixes: lm-eval's log-likelihoods "
+                         "bit for bit at the same batch size, and slower")
     group.addoption("--no-cache", action="store_true", help="bypass the persistent score cache ($MODELBENCH_CACHE_DIR, default ~/.cache/pytest-modelbench)")
     parser.addini("modelbench_suites", "folders whose task YAMLs are collected", type="paths", default=[])
     parser.addini("modelbench_data_dir", "local mirror of hub datasets", default="")
@@ -66,6 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
             allow_task_code=config.getoption("--allow-task-code"),
             model_type=config.getoption("--model-type"),
             cache=not config.getoption("--no-cache"),
+            shared_prefixes=not config.getoption("--plain-scoring"),
         ),
         progress_sink=progress_sink(config),
     )
@@ -158,7 +162,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     run_config = {
         "model": options.model, "model_args": options.model_args, "dtype": options.dtype,
         "batch_size": options.batch_size, "device": options.device, "limit": options.limit,
-        "num_fewshot": options.num_fewshot,
+        "num_fewshot": options.num_fewshot, "shared_prefixes": options.shared_prefixes,
     }
     document = results_document(runner.evaluations.values(), run_config, config.getoption("--log-samples"))
     write_json_atomic(Path(path), document)

@@ -30,6 +30,7 @@ class RunOptions:
     allow_task_code: bool = False
     model_type: str = "auto"  # causal | masked | auto (detected from the checkpoint's config)
     cache: bool = False  # persistent score cache (scoring/score_cache.py): the plugin turns it on unless --no-cache
+    shared_prefixes: bool = True  # causal LMs: the fast path (scoring/prefix_sharing.py); off: lm-eval's procedure
 
 
 @dataclass
@@ -69,7 +70,7 @@ class BenchRunner:
             loaded = self.loaded_model()
             self._scorer = CausalLMScorer(
                 loaded.model, loaded.tokenizer, batch_size=self.options.batch_size, device=self.options.device,
-                fast=True, cache=ScoreCache() if self.options.cache else None, fingerprint=loaded.fingerprint,
+                fast=self.options.shared_prefixes, cache=ScoreCache() if self.options.cache else None, fingerprint=loaded.fingerprint,
                 progress=self.progress_sink, **loaded.scorer_kwargs,
             )
         return self._scorer

@@ -4,8 +4,8 @@ Two paths:
 - plain (`fast=False`, the default of this class): lm-eval's own procedure, one row per request, sorted longest
   first, right-padded with id 0, full logits. The reference: on the same batch size its numbers are lm-eval's, bit for
   bit.
-- fast (`fast=True`, what pytest runs use, runner.py): shared token prefixes computed once, the vocabulary projection
-  only at scored positions (scoring/prefix_sharing.py). The same log-likelihoods up to float rounding: a different
+- fast (`fast=True`, what pytest runs use unless `--plain-scoring`, runner.py): shared token prefixes computed
+  once, the vocabulary projection only at scored positions (scoring/prefix_sharing.py). The same log-likelihoods up to float rounding: a different
   order of the same sums, so differences of the size lm-eval shows between batch sizes, amplified on some models (on
   SmolLM2-135M float32: typically < 1e-5, up to 3e-4 on a few short CrowS-Pairs sentences). Requests that would be
   left-truncated, and models that fail the fast path's numerical probe, go down the plain path.

@@ -108,3 +108,17 @@ def test_model_that_cannot_be_loaded(pytester, data_mirror, tmp_path):
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*cannot load model*empty_model*"])
     assert "Traceback" not in result.stdout.str()
+
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_plain_scoring_option_selects_lm_evals_procedure(pytester, tiny_model, data_mirror, arc_suite, plain):
+    from pytest_modelbench.runner import BenchRunner, RunOptions
+
+    extra = ["--plain-scoring"] if plain else []
+    out = pytester.path / "results.json"
+    run(pytester, tiny_model, data_mirror, "arc_mt", "-k", "fi", "--no-cache", f"--results-json={out}",
+        *extra).assert_outcomes(passed=1)
+    assert json.loads(out.read_text())["config"]["shared_prefixes"] is not plain
+    scorer = BenchRunner(RunOptions(model=str(tiny_model), shared_prefixes=not plain)).scorer()
+    assert scorer.fast is not plain
