@@ -16,34 +16,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def rss() -> int:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * PAGE
-
-
-class PeakRss:
-    def __init__(self, every: float = 0.005):
-        self.every, self.peak, self._stop = every, rss(), threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.wait(self.every):
-            self.peak = max(self.peak, rss())
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, rss())
+from _memory import PeakRss, rss  # benchmarks/ is this script's folder, first on sys.path
 
 
 def main() -> None:

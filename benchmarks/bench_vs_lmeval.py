@@ -38,10 +38,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from _memory import PeakRss, rss  # benchmarks/ is this script's folder, first on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -50,34 +51,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 DEFAULT_LMEVAL_PYTHON = "/work/scratch/lmeval-venv/bin/python"
 SHARED_DATA = REPO.parent / "shared" / "data"
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-# --- measurement helpers -------------------------------------------------------------------------------------------
-
-
-def rss() -> int:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * PAGE
-
-
-class PeakRss:
-    def __init__(self, every: float = 0.005):
-        self.every, self.peak, self._stop = every, rss(), threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.wait(self.every):
-            self.peak = max(self.peak, rss())
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, rss())
+# --- measurement helpers (memory: benchmarks/_memory.py, shared with the lm-eval worker) ---------------------------
 
 
 def matmul_peak_gflops(seconds: float = 3.0) -> float:
@@ -298,7 +274,6 @@ def main() -> None:
 
     import torch
 
-    from pytest_modelbench.scoring.causal import CausalLMScorer
     from pytest_modelbench.scoring.loading import load_model, resolve_model_source
 
     if args.threads:
@@ -319,24 +294,24 @@ def main() -> None:
     print(f"pytest-modelbench: torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"model loaded in {time.perf_counter() - start:.1f}s", flush=True)
     parameters = sum(p.numel() for p in loaded.model.parameters())
-    CausalLMScorer(loaded.model, loaded.tokenizer)._fast_runner()  # warm-up (first forward, probe) outside timing
+    make_scorer(loaded, args.batch_size, None)._fast_runner()  # warm-up (first forward, probe) outside timing
     peak = matmul_peak_gflops()
     print(f"measured fp32 matmul peak: {peak:.0f} GFLOP/s; parameters: {parameters / 1e6:.1f}M; "
           f"batch size {args.batch_size}", flush=True)
 
     report = {"batch_size": args.batch_size, "matmul_peak_gflops": peak, "parameters": parameters, "tasks": []}
     for task in tasks:
-        encoded = CausalLMScorer(loaded.model, loaded.tokenizer).encoder.encode_pairs(task.requests)
+        cache_path = workdir / f"cache-{len(report['tasks'])}" / "scores.sqlite"
+        cold = make_scorer(loaded, args.batch_size, cache_path)
+        cold._fast_runner()  # the one-off numerical probe of a session, outside the timed calls
+        encoded = cold.encoder.encode_pairs(task.requests)
         request_tokens = sum(len(e.context) + len(e.continuation) - 1 for e in encoded)
         entry = {"task": task.name, "documents": len(task.documents), "requests": len(task.requests),
                  "request_tokens": request_tokens}
         # Interleaved in rounds over contiguous document chunks: lm-eval chunk k, ours chunk k (cold), ...
-        cache_path = workdir / f"cache-{len(report['tasks'])}" / "scores.sqlite"
         lmeval_side = {"seconds": 0.0, "rss_before": None, "rss_peak": 0, "computed_tokens": 0}
         ours_side = {"seconds": 0.0, "rss_before": None, "rss_peak": 0, "computed_tokens": 0, "forwards": 0}
         lmeval_values, values = [], []
-        cold = make_scorer(loaded, args.batch_size, cache_path)
-        cold._fast_runner()  # the one-off numerical probe of a session, outside the timed calls
         for chunk in chunked(task, args.rounds):
             if worker is not None:
                 result = worker.call(cmd="score", requests=chunk.requests)

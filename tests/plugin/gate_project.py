@@ -44,6 +44,10 @@ def probe_docs(tiny_model, bad_model, tmp_path_factory) -> list[dict]:
         torch.set_num_threads(before)
 
 
+def run_gate(pytester, model, *args):
+    return pytester.runpytest(f"--model={model}", "-p", "no:cacheprovider", *args)
+
+
 def make_project(pytester, docs, tasks=(TASK,), metrics=("acc",)) -> Path:
     suite = pytester.path / "suites" / SUITE
     for task in tasks:

@@ -10,43 +10,40 @@ from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     gate_entries,
     make_project,
     probe_docs,
+    run_gate,
 )
-
-
-def run(pytester, model, *args):
-    return pytester.runpytest(f"--model={model}", "-p", "no:cacheprovider", *args)
 
 
 def test_record_then_same_model_passes_at_batch_size_1_and_8(pytester, tiny_model, probe_docs):
     make_project(pytester, probe_docs, metrics=("acc", "acc_norm", "likelihood_diff"))
-    result = run(pytester, tiny_model)  # no baselines yet: scores only, and the summary says so
+    result = run_gate(pytester, tiny_model)  # no baselines yet: scores only, and the summary says so
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*gate off: no baselines in baselines/default; record them with --snapshot-update*"])
 
-    result = run(pytester, tiny_model, "--snapshot-update")
+    result = run_gate(pytester, tiny_model, "--snapshot-update")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*1 snapshot generated.*", "*gate_probe*created*baseline written to baselines/default/probe/gate_probe.json*"])
     stored = baseline_file(pytester).read_bytes()
 
     for batch_size in ("1", "8"):
         md = pytester.path / f"gate-{batch_size}.md"
-        result = run(pytester, tiny_model, f"--batch-size={batch_size}", f"--md-report={md}")
+        result = run_gate(pytester, tiny_model, f"--batch-size={batch_size}", f"--md-report={md}")
         result.assert_outcomes(passed=1)
         result.stdout.fnmatch_lines(["*1 snapshot passed.*", "*1 task(s): 1 pass*"])
         assert "gate **passed**" in md.read_text() and "| gate_probe | pass |" in md.read_text()
     # --snapshot-update with everything inside the band rewrites nothing (not even the date)
-    result = run(pytester, tiny_model, "--batch-size=8", "--snapshot-update")
+    result = run_gate(pytester, tiny_model, "--batch-size=8", "--snapshot-update")
     result.assert_outcomes(passed=1)
     assert baseline_file(pytester).read_bytes() == stored
 
 
 def test_worse_model_fails_with_the_category_table(pytester, tiny_model, bad_model, probe_docs):
     make_project(pytester, probe_docs)
-    run(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=1)
+    run_gate(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=1)
     stored = baseline_file(pytester).read_bytes()
 
     junit, md = pytester.path / "junit.xml", pytester.path / "gate.md"
-    result = run(pytester, bad_model, f"--junitxml={junit}", f"--md-report={md}")
+    result = run_gate(pytester, bad_model, f"--junitxml={junit}", f"--md-report={md}")
     result.assert_outcomes(failed=1)
     # only the category where the two models disagree, and the task as a whole, are flagged
     assert gate_entries(junit)[TASK] == {
@@ -68,26 +65,26 @@ def test_worse_model_fails_with_the_category_table(pytester, tiny_model, bad_mod
     assert baseline_file(pytester).read_bytes() == stored  # a failing run never touches the baseline
 
     # accepting the new model re-records the baseline, after which it passes against itself
-    result = run(pytester, bad_model, "--snapshot-update")
+    result = run_gate(pytester, bad_model, "--snapshot-update")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*1 snapshot updated.*"])
     assert baseline_file(pytester).read_bytes() != stored
-    run(pytester, bad_model).assert_outcomes(passed=1)
+    run_gate(pytester, bad_model).assert_outcomes(passed=1)
 
 
 def test_improvement_passes_is_reported_and_raises_the_bar_on_update(pytester, tiny_model, bad_model, probe_docs):
     make_project(pytester, probe_docs)
-    run(pytester, bad_model, "--snapshot-update").assert_outcomes(passed=1)
+    run_gate(pytester, bad_model, "--snapshot-update").assert_outcomes(passed=1)
     stored = baseline_file(pytester).read_bytes()
 
-    result = run(pytester, tiny_model)
+    result = run_gate(pytester, tiny_model)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
         "*gate_probe*improved*2 improved*",
         "*improved*acc ?disagree?: 0.0000 -> 1.0000 (p=<0.0001); run --snapshot-update to raise the baseline*",
     ])
     assert baseline_file(pytester).read_bytes() == stored
-    result = run(pytester, tiny_model, "--snapshot-update")
+    result = run_gate(pytester, tiny_model, "--snapshot-update")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*1 snapshot updated.*"])
     assert baseline_file(pytester).read_bytes() != stored
@@ -96,34 +93,34 @@ def test_improvement_passes_is_reported_and_raises_the_bar_on_update(pytester, t
 def test_tolerance_from_the_yaml_and_cli_overrides(pytester, tiny_model, bad_model, probe_docs):
     suite = make_project(pytester, probe_docs)
     yaml = suite / f"{TASK}.yaml"
-    run(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=1)
+    run_gate(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=1)
     # the gate block is not part of the config hash: loosening it needs no re-baseline
     yaml.write_text(yaml.read_text() + "  gate:\n    absolute_margin: 1.0\n")
-    run(pytester, bad_model).assert_outcomes(passed=1)
-    run(pytester, bad_model, "--gate-margin=0.01").assert_outcomes(failed=1)
+    run_gate(pytester, bad_model).assert_outcomes(passed=1)
+    run_gate(pytester, bad_model, "--gate-margin=0.01").assert_outcomes(failed=1)
     # 20 of 20 discordant documents give p ≈ 2e-6: not significant at alpha 1e-9, so inconclusive, which passes
-    result = run(pytester, bad_model, "--gate-margin=0.01", "--gate-alpha=1e-9")
+    result = run_gate(pytester, bad_model, "--gate-margin=0.01", "--gate-alpha=1e-9")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*gate_probe*inconclusive*", "*inconclusive*acc ?disagree?: n=20, delta -1.0000*(passes)"])
-    result = run(pytester, bad_model, "--gate-alpha=2")
+    result = run_gate(pytester, bad_model, "--gate-alpha=2")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--gate-alpha must lie strictly between 0 and 1, got 2.0*"])
 
 
 def test_baseline_is_chosen_by_name_never_by_model_id(pytester, tiny_model, bad_model, probe_docs):
     make_project(pytester, probe_docs)
-    run(pytester, tiny_model, "--baseline-name=release", "--snapshot-update").assert_outcomes(passed=1)
+    run_gate(pytester, tiny_model, "--baseline-name=release", "--snapshot-update").assert_outcomes(passed=1)
     assert baseline_file(pytester, name="release").is_file()
     assert not baseline_file(pytester).exists()
     # an explicitly named baseline makes the gate active even where only another name has baselines
-    result = run(pytester, tiny_model)
+    result = run_gate(pytester, tiny_model)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*gate off*"])
-    result = run(pytester, tiny_model, "--baseline-name=nightly")
+    result = run_gate(pytester, tiny_model, "--baseline-name=nightly")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*baselines/nightly/probe/gate_probe.json: no baseline 'nightly' for task 'gate_probe'*"])
     # a new checkpoint is compared with the baseline the old one wrote; the provenance names the old one
     pytester.makeini("[pytest]\nmodelbench_suites = suites\nmodelbench_baseline_name = release\n")
-    result = run(pytester, bad_model)
+    result = run_gate(pytester, bad_model)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*against baseline 'release'*(candidate {bad_model}, baseline recorded with {tiny_model})"])

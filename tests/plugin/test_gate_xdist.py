@@ -11,6 +11,7 @@ from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     baseline_file,
     make_project,
     probe_docs,
+    run_gate,
 )
 
 pytest.importorskip("xdist")
@@ -26,7 +27,7 @@ def test_two_workers_write_baselines_without_corrupting_them(pytester, tiny_mode
     (folder / f"{TASKS[1]}.json").write_text('{"format": "pytest-modelbench-baseline/1"')  # a corrupt one
     md = pytester.path / "gate.md"
 
-    result = pytester.runpytest(f"--model={tiny_model}", "-p", "no:cacheprovider", "-n", "2", "--snapshot-update",
+    result = run_gate(pytester, tiny_model, "-n", "2", "--snapshot-update",
                                 f"--md-report={md}")
     result.assert_outcomes(passed=4)
     # results and unused baselines travel from the workers to the controller's summary and markdown report
@@ -42,6 +43,6 @@ def test_two_workers_write_baselines_without_corrupting_them(pytester, tiny_mode
         record = parse(baseline_file(pytester, task).read_text(), baseline_file(pytester, task))
         assert record.task == task and len(record.doc_keys) == len(probe_docs)
 
-    result = pytester.runpytest(f"--model={tiny_model}", "-p", "no:cacheprovider")
+    result = run_gate(pytester, tiny_model)
     result.assert_outcomes(passed=4)
     assert result.ret == 0
