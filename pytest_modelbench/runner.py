@@ -61,30 +61,30 @@ class BenchRunner:
         return self._loaded
 
     def scorer(self) -> CausalLMScorer | MaskedLMScorer:
-        if self._scorer is None and self.loaded_model().model_type == "masked":
-            self._scorer = self._masked_scorer(self.loaded_model())
         if self._scorer is None:
-            from pytest_modelbench.scoring.causal import CausalLMScorer
-            from pytest_modelbench.scoring.score_cache import ScoreCache
-
             loaded = self.loaded_model()
-            self._scorer = CausalLMScorer(
-                loaded.model, loaded.tokenizer, batch_size=self.options.batch_size, device=self.options.device,
-                fast=self.options.shared_prefixes, cache=ScoreCache() if self.options.cache else None, fingerprint=loaded.fingerprint,
-                progress=self.progress_sink, **loaded.scorer_kwargs,
-            )
+            build = self._masked_scorer if loaded.model_type == "masked" else self._causal_scorer
+            self._scorer = build(loaded)
         return self._scorer
 
     def evaluate(self, config: TaskConfig) -> TaskEvaluation:
         prepared = prepare_task(
             config, data_dir=self.options.data_dir, num_fewshot=self.options.num_fewshot, limit=self.options.limit
         )
-        scorer = self.scorer()
-        if hasattr(scorer, "for_task"):  # a masked LM scores whole documents (e.g. CrowS-Pairs' shared tokens)
-            scorer = scorer.for_task(prepared)
-        evaluation = evaluate_task(prepared, scorer)
+        # Bound to the task: progress counts its documents; a masked LM scores whole documents (CrowS shared tokens).
+        evaluation = evaluate_task(prepared, self.scorer().for_task(prepared))
         self.evaluations[config.task] = evaluation
         return evaluation
+
+    def _causal_scorer(self, loaded: LoadedModel) -> CausalLMScorer:
+        from pytest_modelbench.scoring.causal import CausalLMScorer
+        from pytest_modelbench.scoring.score_cache import ScoreCache
+
+        return CausalLMScorer(
+            loaded.model, loaded.tokenizer, batch_size=self.options.batch_size, device=self.options.device,
+            fast=self.options.shared_prefixes, cache=ScoreCache() if self.options.cache else None,
+            fingerprint=loaded.fingerprint, progress=self.progress_sink, **loaded.scorer_kwargs,
+        )
 
     def _masked_scorer(self, loaded: LoadedModel) -> MaskedLMScorer:
         from pytest_modelbench.scoring.masked import MaskedLMScorer

@@ -44,6 +44,7 @@ import numpy as np
 from pytest_modelbench.gate.baseline import BaselineRecord, Tolerance
 from pytest_modelbench.gate.statistics import (
     Verdict,
+    bootstrap_p_value_and_se,
     holm_adjust,
     judge,
     mcnemar_pvalue,
@@ -154,10 +155,9 @@ def paired_test(
     if base.size == 0:
         return _Test(0.0, 1.0, 0.0, "none")
     if direction == "ideal":
-        target = float(ideal)
 
         def closeness(values: np.ndarray) -> float:
-            return -abs(float(np.mean(values)) - target)
+            return _oriented(float(np.mean(values)), "ideal", ideal)
 
         result = paired_bootstrap(base, cand, statistic=closeness, n_resamples=n_resamples, seed=seed)
         return _Test(result.delta, result.p_value, result.standard_error, "bootstrap")
@@ -200,25 +200,22 @@ def aggregate_test(
     if n == 0:
         return None, None, _Test(0.0, 1.0, 0.0, "none")
 
-    def value(values: Mapping[str, np.ndarray], idx: np.ndarray) -> float | None:
-        return aggregate({k: v[idx] for k, v in values.items()}, [documents[i] for i in idx.tolist()])
+    def values_at(idx: np.ndarray) -> tuple[float | None, float | None]:
+        docs = [documents[i] for i in idx.tolist()]
+        return (aggregate({k: v[idx] for k, v in baseline.items()}, docs),
+                aggregate({k: v[idx] for k, v in candidate.items()}, docs))
 
-    everything = np.arange(n)
-    base_value, cand_value = value(baseline, everything), value(candidate, everything)
+    base_value, cand_value = values_at(np.arange(n))
     if base_value is None or cand_value is None:
         return base_value, cand_value, _Test(0.0, 1.0, 0.0, "none")
     delta = _oriented(cand_value, direction, ideal) - _oriented(base_value, direction, ideal)
     rng = np.random.Generator(np.random.PCG64(seed))
     deltas = []
     for _ in range(n_resamples):
-        idx = rng.integers(0, n, size=n)
-        b, c = value(baseline, idx), value(candidate, idx)
+        b, c = values_at(rng.integers(0, n, size=n))
         if b is not None and c is not None:
             deltas.append(_oriented(c, direction, ideal) - _oriented(b, direction, ideal))
-    resampled = np.asarray(deltas)
-    k = min(np.count_nonzero(resampled <= 0), np.count_nonzero(resampled >= 0))
-    p_value = min(1.0, 2 * (k + 1) / (len(resampled) + 1))
-    se = float(np.std(resampled, ddof=1)) if len(resampled) > 1 else 0.0
+    p_value, se = bootstrap_p_value_and_se(np.asarray(deltas))
     return base_value, cand_value, _Test(float(delta), p_value, se, "bootstrap")
 
 

@@ -95,14 +95,21 @@ def paired_bootstrap(
 
     tail = (1 - confidence) / 2
     low, high = np.quantile(deltas, [tail, 1 - tail])
-    k = min(np.count_nonzero(deltas <= 0), np.count_nonzero(deltas >= 0))
+    p_value, standard_error = bootstrap_p_value_and_se(deltas)
     return BootstrapResult(
         delta=float(statistic(cand) - statistic(base)),
         low=float(low),
         high=float(high),
-        p_value=min(1.0, 2 * (k + 1) / (n_resamples + 1)),
-        standard_error=float(np.std(deltas, ddof=1)) if n_resamples > 1 else 0.0,
+        p_value=p_value,
+        standard_error=standard_error,
     )
+
+
+def bootstrap_p_value_and_se(deltas: np.ndarray) -> tuple[float, float]:
+    """Two-sided p-value of "no change" from resampled deltas (the smaller tail, +1 smoothed), and their SE (n−1)."""
+    k = min(np.count_nonzero(deltas <= 0), np.count_nonzero(deltas >= 0))
+    p_value = min(1.0, 2 * (k + 1) / (len(deltas) + 1))
+    return p_value, float(np.std(deltas, ddof=1)) if len(deltas) > 1 else 0.0
 
 
 def holm_adjust(p_values: Sequence[float]) -> list[float]:

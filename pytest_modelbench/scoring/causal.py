@@ -63,7 +63,9 @@ class CausalTokenizer:
             add_special = False
         return self.tokenizer.encode(text, add_special_tokens=add_special)
 
-    def encode_pair(self, context: str, continuation: str) -> EncodedRequest:
+    def encode_pair(self, context: str, continuation: str,
+                    encode_context: Callable[[str], list[int]] | None = None) -> EncodedRequest:
+        """`encode_context`: how to encode the context alone (default `encode`; encode_pairs passes a memo)."""
         if context == "":
             cont = self.tokenizer.encode(continuation, add_special_tokens=False)
             ctx = [self.prefix_token_id]
@@ -74,31 +76,19 @@ class CausalTokenizer:
         if trailing:
             context, continuation = context[:-trailing], context[-trailing:] + continuation
         whole = self.encode(context + continuation)
-        context_ids = self.encode(context)
+        context_ids = (encode_context or self.encode)(context)
         return EncodedRequest(tuple(context_ids), tuple(whole[len(context_ids):]))
 
     def encode_pairs(self, requests: Sequence[tuple[str, str]]) -> list[EncodedRequest]:
         """encode_pair for each request; a context shared by several requests (a document's choices) is encoded once."""
         memo: dict[str, list[int]] = {}
-        encode = self.encode
 
         def encode_context(text: str) -> list[int]:
             if text not in memo:
-                memo[text] = encode(text)
+                memo[text] = self.encode(text)
             return memo[text]
 
-        out = []
-        for context, continuation in requests:
-            if context == "":
-                out.append(self.encode_pair(context, continuation))
-                continue
-            trailing = len(context) - len(context.rstrip())
-            if trailing:
-                context, continuation = context[:-trailing], context[-trailing:] + continuation
-            whole = encode(context + continuation)
-            context_ids = encode_context(context)
-            out.append(EncodedRequest(tuple(context_ids), tuple(whole[len(context_ids):])))
-        return out
+        return [self.encode_pair(context, continuation, encode_context) for context, continuation in requests]
 
 
 class CausalLMScorer:
@@ -209,7 +199,7 @@ class CausalLMScorer:
             auto = self.batch_size == "auto"
             runner.score(
                 [rows[i][0] for i in fast], [rows[i][1] for i in fast],
-                batch_size=(lambda width: auto_batch_size(self.model, width)) if auto else int(self.batch_size),
+                batch_size=self._resolve_batch_size,
                 token_budget=None if auto else int(self.batch_size) * longest,
                 on_done=lambda local, values: relay(fast, local, values),
             )

@@ -96,10 +96,6 @@ class Plan:
     # per request, one entry per scored position: its slot in the request's row, or -1 - p for prefix position p
     scored_slots: list[list[int]]
 
-    @property
-    def computed_tokens(self) -> int:
-        return len(self.prefix) + sum(len(row) for row in self.rows)
-
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
@@ -125,13 +121,12 @@ def _append_segment(row: Row, distinct: Sequence[tuple[int, ...]], node: _Node, 
 
 def plan_requests(
     inputs: Sequence[tuple[int, ...]], cont_lengths: Sequence[int], row_budget: int | None = None,
-    shared_prefix: bool = True,
 ) -> Plan:
     """Where every request's scored positions are computed. `inputs[i]` is request i's model input (non-empty)."""
     if not inputs:
         return Plan((), [], [], [])
     first, last = min(inputs), max(inputs)
-    shared = min(_common_prefix(first, last), min(len(s) for s in inputs) - 1) if shared_prefix else 0
+    shared = min(_common_prefix(first, last), min(len(s) for s in inputs) - 1)
     prefix = tuple(first[:shared])
     suffixes = [s[shared:] for s in inputs]
     budget = row_budget or max(ROW_BUDGET_MIN, 2 * max(len(s) for s in suffixes))
@@ -252,7 +247,6 @@ class FastStats:
     row_tokens: int = 0
     padded_tokens: int = 0
     forwards: int = 0
-    rows: int = 0
     scored_positions: int = 0
 
     @property
@@ -303,19 +297,13 @@ class PrefixSharingRunner:
         batch_size: int | Callable[[int], int],
         token_budget: int | None = None,
         on_done: Callable[[list[int], list[float]], None] | None = None,
-        row_budget: int | None = None,
-        shared_prefix: bool = True,
-        pack: bool = True,
     ) -> list[float]:
-        """Log-likelihood of each request (inputs[i] = (ctx + cont)[:-1], continuations[i] = cont).
-
-        `row_budget`, `shared_prefix` and `pack` exist for tests and experiments; the defaults are the fast ones."""
-        plan = plan_requests(inputs, [len(c) for c in continuations], row_budget, shared_prefix)
+        """Log-likelihood of each request (inputs[i] = (ctx + cont)[:-1], continuations[i] = cont)."""
+        plan = plan_requests(inputs, [len(c) for c in continuations])
         offsets = np.cumsum([0] + [len(c) for c in continuations])
         values = torch.empty(int(offsets[-1]), dtype=self.dtype, device=self.device)
         stats = self.stats
         stats.requests += len(inputs)
-        stats.rows += len(plan.rows)
 
         # Per row: the scored (slot, target, destination) triples; the prefix's own scored positions apart.
         row_pairs: list[list[tuple[int, int, int]]] = [[] for _ in plan.rows]
@@ -334,8 +322,7 @@ class PrefixSharingRunner:
         prefix_kv = self._run_prefix(plan.prefix, prefix_pairs, values) if plan.prefix else None
 
         results = [0.0] * len(inputs)
-        packed = pack_units([len(row) for row in plan.rows]) if pack else [[u] for u in sorted(
-            range(len(plan.rows)), key=lambda u: (-len(plan.rows[u]), plan.rows[u].tokens))]
+        packed = pack_units([len(row) for row in plan.rows])
         start = 0
         while start < len(packed):
             width = sum(len(plan.rows[u]) for u in packed[start])
@@ -367,6 +354,14 @@ class PrefixSharingRunner:
         out = self._body(**kwargs)
         return out.last_hidden_state if self.mode == "projection" else out.logits
 
+    def _store(self, states: torch.Tensor, flat_positions: list[int], pair_rows: list[int], targets: list[int],
+               destinations: list[int], values: torch.Tensor) -> None:
+        """values[destinations[j]] = log P(targets[j]) at flat_positions[pair_rows[j]] of `states`."""
+        device = self.device
+        logprobs = self._logprobs_at(states, torch.tensor(flat_positions, device=device))
+        gathered = logprobs[torch.tensor(pair_rows, device=device), torch.tensor(targets, device=device)]
+        values[torch.tensor(destinations, device=device)] = gathered
+
     def _logprobs_at(self, states: torch.Tensor, flat_index: torch.Tensor) -> torch.Tensor:
         """log_softmax over the vocabulary at the selected flattened (batch·position) indices, in the model dtype."""
         selected = states.reshape(-1, states.shape[-1]).index_select(0, flat_index)
@@ -377,21 +372,14 @@ class PrefixSharingRunner:
     def _run_prefix(self, prefix: tuple[int, ...], pairs: list[tuple[int, int, int]], values: torch.Tensor):
         from transformers import DynamicCache
 
-        ids = torch.tensor([prefix], dtype=torch.long, device=self.device)
         cache = DynamicCache()
-        kwargs = {"input_ids": ids, self._cache_kw: cache, "use_cache": True}
-        self.stats.forwards += 1
         self.stats.prefix_tokens += len(prefix)
-        out = self._body(**kwargs)
+        states = self._forward(torch.tensor([prefix], dtype=torch.long, device=self.device), None, None, cache)
         if pairs:
-            states = out.last_hidden_state if self.mode == "projection" else out.logits
             positions = sorted({p for p, _, _ in pairs})
             where = {p: k for k, p in enumerate(positions)}
-            logprobs = self._logprobs_at(states, torch.tensor(positions, device=self.device))
-            rows = torch.tensor([where[p] for p, _, _ in pairs], device=self.device)
-            targets = torch.tensor([t for _, t, _ in pairs], device=self.device)
-            destinations = torch.tensor([d for _, _, d in pairs], device=self.device)
-            values[destinations] = logprobs[rows, targets]
+            self._store(states, positions, [where[p] for p, _, _ in pairs], [t for _, t, _ in pairs],
+                        [d for _, _, d in pairs], values)
         return [(layer.keys, layer.values) for layer in cache.layers]
 
     def _run_rows(self, rows: list[list[Row]], pairs: list[list[list[tuple[int, int, int]]]], prefix_kv,
@@ -442,9 +430,7 @@ class PrefixSharingRunner:
         states = self._forward(
             torch.from_numpy(ids).to(device), attention_mask, torch.from_numpy(positions).to(device), past
         )
-        logprobs = self._logprobs_at(states, torch.tensor(flat, device=device))
-        gathered = logprobs[torch.tensor(pair_rows, device=device), torch.tensor(targets, device=device)]
-        values[torch.tensor(destinations, device=device)] = gathered
+        self._store(states, flat, pair_rows, targets, destinations, values)
 
 
 def pack_units(lengths: Sequence[int]) -> list[list[int]]:
