@@ -134,6 +134,11 @@ class BaselineRecord:
     def metric_names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.metrics)
 
+    @property
+    def row_metrics(self) -> tuple[MetricInfo, ...]:
+        """The metrics stored per document (a column each in `documents.rows`)."""
+        return tuple(m for m in self.metrics if m.per_document)
+
     def metric(self, name: str) -> MetricInfo:
         return next(m for m in self.metrics if m.name == name)
 
@@ -231,7 +236,7 @@ def _columns(record: BaselineRecord) -> list[str]:
     columns = [DOC_ID_COLUMN]
     if record.category_field is not None:
         columns.append(CATEGORY_COLUMN)
-    return columns + [m.name for m in record.metrics if m.per_document]
+    return columns + [m.name for m in record.row_metrics]
 
 
 def _rows(record: BaselineRecord) -> dict[str, list[Any]]:
@@ -240,7 +245,7 @@ def _rows(record: BaselineRecord) -> dict[str, list[Any]]:
         row: list[Any] = [record.doc_ids[i]]
         if record.category_field is not None:
             row.append(record.doc_categories[i])
-        row += [_number(record.values[m.name][i], m.binary) for m in record.metrics if m.per_document]
+        row += [_number(record.values[m.name][i], m.binary) for m in record.row_metrics]
         rows[key] = row
     return rows
 
