@@ -140,6 +140,15 @@ def accumulate(side: dict, seconds: float, rss_before: int, rss_peak: int, compu
     side["computed_tokens"] += computed_tokens
 
 
+def crows_pairs_english(mirror: Path, limit: int | None = None):
+    """CrowS-Pairs English prepared from the shipped suite YAML over the data mirror."""
+    from pytest_modelbench.tasks.config import load_task_config
+    from pytest_modelbench.tasks.task import prepare_task
+
+    return prepare_task(load_task_config(REPO / "suites" / "bias" / "crows_pairs_english.yaml"), data_dir=mirror,
+                        limit=limit)
+
+
 def build_tasks(args, workdir: Path) -> list[BenchTask]:
     from pytest_modelbench.tasks.config import load_task_config
     from pytest_modelbench.tasks.task import prepare_task
@@ -158,8 +167,7 @@ def build_tasks(args, workdir: Path) -> list[BenchTask]:
             prepared = prepare_task(config, data_dir=data, num_fewshot=5)
             label = f"bangla_mmlu 5-shot first_n ({len(prepared.documents)} docs)"
         elif name == "crows":
-            config = load_task_config(REPO / "suites" / "bias" / "crows_pairs_english.yaml")
-            prepared = prepare_task(config, data_dir=mirror, limit=args.crows_docs or None)
+            prepared = crows_pairs_english(mirror, limit=args.crows_docs or None)
             label = f"CrowS-Pairs English ({len(prepared.documents)} pairs)"
         else:
             raise SystemExit(f"unknown task {name!r} (arc, bangla, crows)")

@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from bench_vs_lmeval import REPO, SHARED_DATA, load_script  # benchmarks/ is this script's folder, first on sys.path
+from bench_vs_lmeval import SHARED_DATA, crows_pairs_english, load_script  # benchmarks/ is this script's folder, first on sys.path
 
 
 def main() -> None:
@@ -35,15 +35,12 @@ def main() -> None:
 
     from pytest_modelbench.scoring.causal import CausalLMScorer
     from pytest_modelbench.scoring.loading import load_model, resolve_model_source
-    from pytest_modelbench.tasks.config import load_task_config
-    from pytest_modelbench.tasks.task import prepare_task
 
     if args.threads:
         torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as workdir:
         mirror = load_script("shared_data_mirror").build_mirror(Path(workdir) / "mirror", args.shared_data)
-        prepared = prepare_task(load_task_config(REPO / "suites" / "bias" / "crows_pairs_english.yaml"),
-                                data_dir=mirror)
+        prepared = crows_pairs_english(mirror)
     loaded = load_model(resolve_model_source("smollm2-135m"), dtype="float32")
     scorer = CausalLMScorer(loaded.model, loaded.tokenizer, **loaded.scorer_kwargs)
     sentences = [continuation for doc in prepared.documents for continuation in doc.continuations]
