@@ -241,11 +241,12 @@ def _columns(record: BaselineRecord) -> list[str]:
 
 def _rows(record: BaselineRecord) -> dict[str, list[Any]]:
     rows = {}
+    metrics = record.row_metrics
     for i, key in enumerate(record.doc_keys):
         row: list[Any] = [record.doc_ids[i]]
         if record.category_field is not None:
             row.append(record.doc_categories[i])
-        row += [_number(record.values[m.name][i], m.binary) for m in record.row_metrics]
+        row += [_number(record.values[m.name][i], m.binary) for m in metrics]
         rows[key] = row
     return rows
 
