@@ -14,6 +14,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 sys.path.insert(0, str(REPO))
 
 pytest_plugins = ["pytester"]
+pytest.register_assert_rewrite("tests.fixtures.lmeval_references")
 
 # Tests never reach the Hugging Face Hub; without this a missing dataset waits on network retries.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -1,5 +1,5 @@
 """The bias suite end to end: CrowS-Pairs on tiny models against independent computations (fast), and CrowS-Pairs
-English on the real default model against lm-evaluation-harness 0.4.13 (slow).
+English on the real default model against lm-evaluation-harness 0.4.13, plain and fast path (slow).
 
 Oracle for the slow test: tests/reference/lmeval_crows_pairs_english.json, written by
 tests/reference/make_lmeval_reference.py, which ran lm-eval 0.4.13's own `crows_pairs_english` task and its 9
@@ -24,6 +24,16 @@ from pytest_modelbench.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.task import prepare_task
+from tests.fixtures.lmeval_references import (
+    FAST_PATH_SHARING,
+    SAME_CPU,
+    Tolerance,
+    aggregate_bounds,
+    assert_matches_lm_eval,
+    loglikelihood_mismatches,
+    tolerance_for,
+    verdict_check,
+)
 from tests.fixtures.tiny_bert import build_tiny_bert
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,30 +111,37 @@ def test_crows_pairs_english_documents_match_the_reference(lmeval_crows, data_mi
     assert sizes == {name.replace("_", "-"): block["n_docs"] for name, block in lmeval_crows["per_category"].items()}
 
 
-# Log-likelihoods agree within 1e-4 (float32 sums depend on threading and kernels), so a difference of two of them
-# within 2e-4; pct_stereotype, a strict comparison, must be identical.
-TOLERANCE = {"pct_stereotype": 1e-12, "likelihood_diff": 2e-4}
-
-
 @pytest.mark.slow
 def test_crows_pairs_english_matches_lm_eval(lmeval_crows, data_mirror, default_model):
+    """lm-eval's procedure (plain path, batch size 1) against lm-eval's own values, then the fast path (batch size 8)
+    against the plain path on this machine, where the same kernels leave only the sharing's rounding: the decided
+    bound of lm-eval's own padding sensitivity (5e-4), every pair's verdict identical."""
     prepared = prepare_task(load_task_config(CROWS_EN), data_dir=data_mirror)
-    evaluation = evaluate_task(prepared, CausalLMScorer(default_model.model, default_model.tokenizer, batch_size=1))
-    scores = evaluation.scores
-    for i, (ours, sample) in enumerate(zip(evaluation.loglikelihoods, lmeval_crows["samples"])):
-        assert ours == pytest.approx(sample["loglikelihoods"], abs=1e-4), f"document {sample['doc_id']}"
-        for metric, value in sample["metrics"].items():
-            assert scores.per_document[metric][i] == pytest.approx(value, abs=TOLERANCE[metric]), f"{metric}, doc {i}"
-    # Overall: lm-eval's crows_pairs_english.
-    for metric in ("pct_stereotype", "likelihood_diff"):
-        assert scores.overall[metric].value == pytest.approx(lmeval_crows["results"][metric], abs=TOLERANCE[metric])
-        assert scores.overall[metric].stderr == pytest.approx(
-            lmeval_crows["results"][f"{metric}_stderr"], abs=TOLERANCE[metric]
-        )
+    samples = lmeval_crows["samples"]
+    tolerance = tolerance_for(lmeval_crows)
+    plain = evaluate_task(prepared, CausalLMScorer(default_model.model, default_model.tokenizer, batch_size=1))
+    assert_matches_lm_eval(plain, lmeval_crows, tolerance)
     # Per category from our single pass: lm-eval's 9 crows_pairs_english_<category> subtasks (each its own pass).
+    categories = [doc.category for doc in prepared.documents]
     for name, block in lmeval_crows["per_category"].items():
-        ours = scores.by_category[name.replace("_", "-")]
+        members = [i for i, category in enumerate(categories) if category == name.replace("_", "-")]
+        ours = plain.scores.by_category[name.replace("_", "-")]
         for metric in ("pct_stereotype", "likelihood_diff"):
-            assert ours[metric].n == block["n_docs"]
-            assert ours[metric].value == pytest.approx(block[metric], abs=TOLERANCE[metric]), f"{name} {metric}"
-            assert ours[metric].stderr == pytest.approx(block[f"{metric}_stderr"], abs=TOLERANCE[metric]), name
+            assert ours[metric].n == block["n_docs"] == len(members)
+            value_bound, stderr_bound = aggregate_bounds([plain.scores.per_document[metric][i] for i in members],
+                                                         [samples[i]["metrics"][metric] for i in members])
+            assert ours[metric].value == pytest.approx(block[metric], abs=value_bound), f"{name} {metric}"
+            assert ours[metric].stderr == pytest.approx(block[f"{metric}_stderr"], abs=stderr_bound), name
+
+    fast = evaluate_task(prepared, CausalLMScorer(default_model.model, default_model.tokenizer, batch_size=8,
+                                                  fast=True))
+    plain_as_reference = [{"doc_id": doc.doc_id, "loglikelihoods": lls, "metrics": {"pct_stereotype": stereotyped}}
+                          for doc, lls, stereotyped in zip(prepared.documents, plain.loglikelihoods,
+                                                           plain.scores.per_document["pct_stereotype"])]
+    sharing = Tolerance(absolute=FAST_PATH_SHARING, relative=0.0)
+    assert loglikelihood_mismatches(fast.loglikelihoods, plain_as_reference, sharing) == []
+    same_machine = verdict_check(fast.scores.per_document, prepared.documents, plain_as_reference, sharing)
+    assert same_machine.mismatches == []
+    assert loglikelihood_mismatches(fast.loglikelihoods, samples, tolerance.widened(FAST_PATH_SHARING)) == []
+    if tolerance == SAME_CPU:  # on the reference's kernels the fast path keeps lm-eval's every verdict
+        assert list(fast.scores.per_document["pct_stereotype"]) == [s["metrics"]["pct_stereotype"] for s in samples]

@@ -5,36 +5,33 @@ GGUF dequantized to float32, batch size 1, CPU) in a scratch virtual environment
 regenerates them and records the exact commands. Each reference ran lm-eval's own task YAML with only the dataset
 location changed to local JSON; here the shipped suite YAML reads the same rows through --data-dir.
 
-The request checks need no model and always run; the log-likelihood checks load the real model (slow).
+The request checks need no model and always run; the log-likelihood checks load the real model (slow). How close the
+log-likelihoods must be depends on the CPU the test runs on (tests/fixtures/lmeval_references.py): 1e-4 where the
+kernels are the reference's, a magnitude-scaled bound measured across kernels elsewhere; verdicts must be lm-eval's on
+every document the reference does not leave within that bound of a tie.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from pytest_modelbench.evaluation import evaluate_task
-from pytest_modelbench.scoring.causal import CausalLMScorer
-from pytest_modelbench.tasks.config import load_task_config
-from pytest_modelbench.tasks.task import prepare_task
+from pytest_modelbench.scoring.causal import CausalLMScorer, CausalTokenizer, EncodedRequest
 from tests.fixtures.bangla_data import write_bangla_fixtures
+from tests.fixtures.lmeval_references import (
+    ANY_CPU,
+    REFERENCE_DIR,
+    assert_matches_lm_eval,
+    loglikelihood_mismatches,
+    reference_task,
+    tolerance_for,
+)
 
-REPO = Path(__file__).resolve().parents[2]
-REFERENCES = sorted((REPO / "tests" / "reference").glob("lmeval_*.json"))
-MC_REFERENCES = [p for p in REFERENCES if "crows" not in p.name]
-
-
-def suite_yaml(task: str) -> Path:
-    for path in sorted((REPO / "suites").glob("*/*.yaml")):
-        if load_task_config(path).task == task:
-            return path
-    raise LookupError(task)
+MC_REFERENCES = sorted(p.name for p in REFERENCE_DIR.glob("lmeval_*.json") if "crows" not in p.name)
 
 
 @pytest.fixture(scope="module")
-def bangla_data(tmp_path_factory) -> dict[str, Path]:
+def bangla_data(tmp_path_factory):
     """Fixture roots by boolqa answer style: JSON bools (the default) and "yes"/"no" strings (`stranswer` runs)."""
     roots = {}
     for style in ("bool", "str"):
@@ -43,18 +40,9 @@ def bangla_data(tmp_path_factory) -> dict[str, Path]:
     return roots
 
 
-@pytest.fixture(params=MC_REFERENCES, ids=lambda p: p.stem.removeprefix("lmeval_"))
+@pytest.fixture(params=MC_REFERENCES, ids=lambda name: name.removeprefix("lmeval_").removesuffix(".json"))
 def reference_run(request, data_mirror, bangla_data):
-    reference = json.loads(request.param.read_text(encoding="utf-8"))
-    task = next(line.split(":", 1)[1].strip() for line in reference["task_yaml"].splitlines() if line.startswith("task:"))
-    config = load_task_config(suite_yaml(task))
-    if task.startswith("arc_challenge_mt"):
-        data_dir = data_mirror
-    else:
-        data_dir = bangla_data["str" if "stranswer" in request.param.name else "bool"]
-    provenance = reference["provenance"]
-    prepared = prepare_task(config, data_dir=data_dir, num_fewshot=provenance["num_fewshot"], limit=provenance["limit"])
-    return reference, prepared
+    return reference_task(request.param, data_mirror, bangla_data)
 
 
 def test_requests_match_lm_eval(reference_run):
@@ -69,11 +57,22 @@ def test_requests_match_lm_eval(reference_run):
 def test_loglikelihoods_and_metrics_match_lm_eval(reference_run, default_model):
     reference, prepared = reference_run
     scorer = CausalLMScorer(default_model.model, default_model.tokenizer, batch_size=1)
-    evaluation = evaluate_task(prepared, scorer)
-    for i, (ours, sample) in enumerate(zip(evaluation.loglikelihoods, reference["samples"])):
-        assert ours == pytest.approx(sample["loglikelihoods"], abs=1e-4), f"document {sample['doc_id']}"
-        for metric, value in sample["metrics"].items():
-            assert evaluation.scores.per_document[metric][i] == value, f"{metric}, document {sample['doc_id']}"
-    for metric, summary in evaluation.scores.overall.items():
-        assert summary.value == pytest.approx(reference["results"][metric], abs=1e-12)
-        assert summary.stderr == pytest.approx(reference["results"][f"{metric}_stderr"], abs=1e-12)
+    assert_matches_lm_eval(evaluate_task(prepared, scorer), reference, tolerance_for(reference))
+
+
+@pytest.mark.slow
+def test_a_token_moved_across_the_seam_fails_parity_on_any_cpu(data_mirror, bangla_data, default_model, monkeypatch):
+    """The cross-CPU bound is loose enough for kernels, not for a scorer bug: move the context's last token into the
+    continuation (an off-by-one at the seam) and nearly every log-likelihood leaves it."""
+    reference, prepared = reference_task("lmeval_arc_challenge_mt_fi_0shot_limit40.json", data_mirror, bangla_data)
+    encode_pair = CausalTokenizer.encode_pair
+
+    def off_by_one(self, context, continuation, encode_context=None):
+        right = encode_pair(self, context, continuation, encode_context)
+        return EncodedRequest(right.context[:-1], right.context[-1:] + right.continuation)
+
+    monkeypatch.setattr(CausalTokenizer, "encode_pair", off_by_one)
+    evaluation = evaluate_task(prepared, CausalLMScorer(default_model.model, default_model.tokenizer, batch_size=1))
+    mismatches = loglikelihood_mismatches(evaluation.loglikelihoods, reference["samples"], ANY_CPU)
+    requests = sum(len(sample["loglikelihoods"]) for sample in reference["samples"])
+    assert len(mismatches) > 0.9 * requests

@@ -324,38 +324,18 @@ def test_progress_shows_under_pytest_output_capture(pytester, tiny_model, data_m
 
 
 # --- the real default model against lm-eval 0.4.13's own outputs (slow) ------------------------------------------------
-
-REFERENCES = Path(__file__).resolve().parents[1] / "reference"
-SUITES = Path(__file__).resolve().parents[2] / "suites"
-
-
-def reference_task(name: str, data_mirror: Path, tmp_path: Path):
-    import json
-
-    from pytest_modelbench.tasks.config import load_task_config
-    from pytest_modelbench.tasks.task import prepare_task
-    from tests.fixtures.bangla_data import write_bangla_fixtures
-
-    reference = json.loads((REFERENCES / name).read_text(encoding="utf-8"))
-    provenance = reference["provenance"]
-    if "bangla" in name:
-        write_bangla_fixtures(tmp_path)
-        yaml, data = SUITES / "bangla" / "bangla_mmlu.yaml", tmp_path
-    elif "crows" in name:
-        yaml, data = SUITES / "bias" / "crows_pairs_english.yaml", data_mirror
-    else:
-        yaml, data = SUITES / "arc_mt" / "arc_challenge_mt_fi.yaml", data_mirror
-    prepared = prepare_task(load_task_config(yaml), data_dir=data, num_fewshot=provenance["num_fewshot"] or None,
-                            limit=provenance["limit"])
-    return reference, prepared
+# CrowS-Pairs' fast path is checked with its plain run in tests/e2e/test_bias_suite.py (one shared pass).
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["lmeval_arc_challenge_mt_fi_5shot_limit20.json", "lmeval_bangla_mmlu_5shot.json"])
 def test_fast_path_matches_lm_eval_on_the_default_model(name, default_model, data_mirror, tmp_path):
     from pytest_modelbench.evaluation import evaluate_task
+    from tests.fixtures.bangla_data import write_bangla_fixtures
+    from tests.fixtures.lmeval_references import assert_matches_lm_eval, reference_task, tolerance_for
 
-    reference, prepared = reference_task(name, data_mirror, tmp_path)
+    write_bangla_fixtures(tmp_path)
+    reference, prepared = reference_task(name, data_mirror, {"bool": tmp_path})
     scorer = CausalLMScorer(default_model.model, default_model.tokenizer, batch_size=8, fast=True)
     evaluation = evaluate_task(prepared, scorer)
     assert scorer.last_stats.computed_tokens < sum(
@@ -363,33 +343,4 @@ def test_fast_path_matches_lm_eval_on_the_default_model(name, default_model, dat
             [(doc.context, cont) for doc in prepared.documents for cont in doc.continuations]
         )
     ) / 2
-    for i, (ours, sample) in enumerate(zip(evaluation.loglikelihoods, reference["samples"])):
-        assert ours == pytest.approx(sample["loglikelihoods"], abs=1e-4), f"document {sample['doc_id']}"
-        for metric, value in sample["metrics"].items():
-            assert evaluation.scores.per_document[metric][i] == value, f"{metric}, document {sample['doc_id']}"
-
-
-@pytest.mark.slow
-def test_fast_path_on_crows_pairs_keeps_every_pct_stereotype(default_model, data_mirror, tmp_path):
-    """Every pair's verdict and the task's scores are lm-eval's. The log-likelihoods agree to float rounding: sharing
-    a pair's leading tokens sums the same terms in another order, and on this model a few short sentences move by up
-    to ~3e-4, as lm-eval's own values do when their batch is padded a few tokens wider
-    (benchmarks/padding_sensitivity.py)."""
-    import numpy as np
-
-    from pytest_modelbench.evaluation import evaluate_task
-
-    reference, prepared = reference_task("lmeval_crows_pairs_english.json", data_mirror, tmp_path)
-    evaluation = evaluate_task(prepared, CausalLMScorer(default_model.model, default_model.tokenizer, batch_size=8,
-                                                        fast=True))
-    ours = np.array(evaluation.loglikelihoods)
-    theirs = np.array([sample["loglikelihoods"] for sample in reference["samples"]])
-    differences = np.abs(ours - theirs)
-    assert differences.max() < 5e-4
-    assert (differences > 1e-4).mean() < 0.01
-    stereotyped = [sample["metrics"]["pct_stereotype"] for sample in reference["samples"]]
-    assert list(evaluation.scores.per_document["pct_stereotype"]) == stereotyped
-    assert evaluation.scores.overall["pct_stereotype"].value == pytest.approx(reference["results"]["pct_stereotype"],
-                                                                              abs=1e-12)
-    assert evaluation.scores.overall["likelihood_diff"].value == pytest.approx(
-        reference["results"]["likelihood_diff"], abs=1e-5)
+    assert_matches_lm_eval(evaluation, reference, tolerance_for(reference))
