@@ -28,6 +28,16 @@ def _compile(template: str) -> jinja2.Template:
     return _ENV.from_string(template)
 
 
+def template_problem(template: str) -> str | None:
+    """Why `template` does not compile (syntax error, unknown filter), or None."""
+    try:
+        _compile(template)
+    except jinja2.TemplateError as exc:
+        line = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+        return f"template error{line}: {exc.message or exc}"
+    return None
+
+
 def render(template: str, doc: Mapping[str, Any], where: str) -> str:
     """Render `template` against one document; `where` names the task, key and document for errors."""
     try:

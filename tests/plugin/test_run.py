@@ -58,22 +58,35 @@ def test_bangla_suite_runs_on_fixtures(pytester, tiny_model, tmp_path):
     result.assert_outcomes(passed=5)
 
 
-def test_broken_yaml_fails_alone_and_others_still_run(pytester, tiny_model, data_mirror):
+def test_static_task_errors_are_collection_errors_naming_file_and_key(pytester, tiny_model, data_mirror):
     pytester.makefile(".yaml", good=GOOD_TASK.format(name="good"))
     pytester.makefile(".yaml", broken="task: broken\ndoc_to_text: [unclosed\n")
     pytester.makefile(".yaml", unknown=GOOD_TASK.format(name="unknown") + "shots: 3\n")
     pytester.makefile(".yaml", cycle="include: cycle.yaml\ntask: cycle\n")
     pytester.makefile(".yaml", metric=GOOD_TASK.format(name="metric") + "metric_list:\n  - metric: bleu\n")
-    result = run(pytester, tiny_model, data_mirror, "good.yaml", "broken.yaml", "unknown.yaml", "cycle.yaml",
-                 "metric.yaml")
-    result.assert_outcomes(passed=1, failed=4)
-    result.stdout.fnmatch_lines_random([
+    pytester.makefile(".yaml", syntax=GOOD_TASK.format(name="syntax").replace("{{question}}", "{{question}"))
+    pytester.makefile(".yaml", margin=GOOD_TASK.format(name="margin") + "modelbench:\n  gate:\n    alpha: 1.5\n")
+    pytester.makefile(".yaml", delimiter=GOOD_TASK.format(name="delimiter") + "target_delimiter: 7\n")
+    files = ["good.yaml", "broken.yaml", "unknown.yaml", "cycle.yaml", "metric.yaml", "syntax.yaml", "margin.yaml",
+             "delimiter.yaml"]
+    expected = [
         "*broken.yaml: malformed YAML*",
         "*unknown.yaml: unknown key 'shots'*",
         "*cycle.yaml: include cycle*",
         "*metric.yaml: unknown metric 'bleu'*",
-    ])
-    assert "Traceback" not in result.stdout.str()
+        "*syntax.yaml: key 'doc_to_text': template error (line 1): *",
+        "*margin.yaml: key 'modelbench.gate.alpha' must lie strictly between 0 and 1, got 1.5",
+        "*delimiter.yaml: key 'target_delimiter' must be a string, got 7",
+    ]
+    for args in (["--collect-only"], []):  # a lint step without a model, and a run without --model
+        result = pytester.runpytest(*args, *files)
+        assert result.ret == pytest.ExitCode.INTERRUPTED
+        result.assert_outcomes(errors=7)
+        result.stdout.fnmatch_lines_random(expected)
+        assert "Traceback" not in result.stdout.str()
+    # pytest's own switch lets the good tasks run anyway
+    result = run(pytester, tiny_model, data_mirror, "--continue-on-collection-errors", *files)
+    result.assert_outcomes(passed=1, errors=7)
 
 
 def test_document_errors_name_the_document(pytester, tiny_model, data_mirror):
