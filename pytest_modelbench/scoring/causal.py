@@ -15,6 +15,7 @@ Optional: a persistent score cache (scoring/score_cache.py) and progress lines (
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
+
+from pytest_modelbench.errors import RequestError
 
 DEFAULT_MAX_LENGTH = 2048
 MAX_AUTO_BATCH = 64
@@ -154,7 +157,7 @@ class CausalLMScorer:
             indices = [todo[j] for j in local]
             for i, value in zip(indices, values):
                 results[i] = value
-                if keys:
+                if keys and math.isfinite(value):  # a NaN is an error for the evaluation, never a cached score
                     pending.append((keys[i], value))
             if pending and time.monotonic() - last_flush > 5.0:  # an interrupted run keeps what it computed
                 self.cache.put_many(pending)
@@ -165,6 +168,8 @@ class CausalLMScorer:
         try:
             if todo:
                 self.score_encoded(self.encoder.encode_pairs([requests[i] for i in todo]), on_done=on_done)
+        except RequestError as exc:
+            raise RequestError(exc.problem, todo[exc.index]) from None
         finally:
             if pending:
                 self.cache.put_many(pending)
@@ -174,7 +179,12 @@ class CausalLMScorer:
     def score_encoded(self, encoded: Sequence[EncodedRequest],
                       on_done: Callable[[list[int], list[float]], None] | None = None) -> list[float]:
         """Log-likelihoods of encoded requests; `on_done(indices, values)` is called as batches complete."""
-        rows = [self._model_input(req) for req in encoded]  # validates every request first
+        rows = []
+        for i, req in enumerate(encoded):  # validates every request first
+            try:
+                rows.append(self._model_input(req))
+            except RequestError as exc:
+                raise RequestError(exc.problem, i) from None
         self.last_stats = None
         runner = self._fast_runner() if self.fast and rows else None
         if runner is None:
@@ -226,9 +236,12 @@ class CausalLMScorer:
     def _model_input(self, req: EncodedRequest) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Left-truncate to max_length as lm-eval does: keep the last max_length+1 tokens, drop the final one."""
         if not req.continuation:
-            raise ValueError("empty continuation after tokenization")
+            raise RequestError("the continuation is empty after tokenization")
         if len(req.continuation) > self.max_length:
-            raise ValueError(f"continuation of {len(req.continuation)} tokens exceeds max length {self.max_length}")
+            raise RequestError(
+                f"the continuation has {len(req.continuation)} tokens, more than the model's maximum length "
+                f"{self.max_length}"
+            )
         full = (req.context + req.continuation)[-(self.max_length + 1):][:-1]
         return full, req.continuation
 

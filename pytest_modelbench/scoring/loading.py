@@ -123,8 +123,15 @@ def load_model(source: ModelSource, *, dtype: str = "auto", device: str = "cpu",
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load model '{source.name}' from {source.location}: {first_line}") from None
     model.eval()
+    try:
+        fingerprint = weights_fingerprint(source, model)
+    except OSError as exc:  # a weights-like file transformers did not need: unreadable, or a dangling link
+        raise ModelLoadError(
+            f"cannot read {exc.filename or 'a file'} in the folder of model '{source.name}' ({exc.strerror or exc}); "
+            "the score cache and baselines identify the weights by their files"
+        ) from None
     return LoadedModel(
-        source.name, model, tokenizer, weights_fingerprint(source, model), source.scorer_kwargs,
+        source.name, model, tokenizer, fingerprint, source.scorer_kwargs,
         "masked" if masked else "causal",
     )
 

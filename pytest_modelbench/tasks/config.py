@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_modelbench.document_rules import DocumentRules
-from pytest_modelbench.errors import TaskConfigError
+from pytest_modelbench.errors import TaskCodeError, TaskConfigError
 from pytest_modelbench.tasks.templates import template_problem
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, read_yaml_file
 
@@ -311,7 +311,21 @@ def _metric_specs(metric_list: Any, path: Path) -> tuple[MetricSpec, ...]:
     return tuple(specs)
 
 
-def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: bool) -> Callable[..., Any]:
+@dataclass(frozen=True)
+class TaskFunction:
+    """A resolved `!function`: calls the task's own code; an exception inside it becomes a TaskCodeError naming it."""
+
+    dotted_name: str
+    function: Callable[..., Any]
+
+    def __call__(self, *args: Any) -> Any:
+        try:
+            return self.function(*args)
+        except Exception as exc:  # user code: reported with its name, never as a traceback
+            raise TaskCodeError(f"!function {self.dotted_name} raised {type(exc).__name__}: {exc}") from None
+
+
+def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: bool) -> TaskFunction:
     if not allow_task_code:
         raise TaskConfigError(
             f"{path}: key '{key}' uses '!function {ref.dotted_name}', which runs Python code from the suite "
@@ -325,9 +339,12 @@ def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: b
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-        return getattr(module, attr)
+        function = getattr(module, attr)
     except Exception as exc:  # user code: any failure is reported, not raised as a traceback
         raise TaskConfigError(f"{path}: key '{key}': cannot load {ref.dotted_name}: {exc}") from None
+    if not callable(function):
+        raise TaskConfigError(f"{path}: key '{key}': {ref.dotted_name} is not a function")
+    return TaskFunction(ref.dotted_name, function)
 
 
 def _config_hash(raw: dict[str, Any]) -> str:
