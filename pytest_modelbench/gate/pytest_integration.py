@@ -337,6 +337,8 @@ class GateSession:
                 update_snapshots=self.update,
                 update_new_snapshots_only=self.update_new_only,
             )
+            if stored_text is not None and outcome is not None:
+                assertion.extension.decided = (candidate_text, stored_text, outcome)
             assertion == candidate_text  # noqa: B015 - syrupy's comparison: records use, writes when updating
             result = assertion.executions[0]
             if result.exception is not None:

@@ -161,6 +161,13 @@ def test_exception_in_process_docs_names_the_function(tmp_path):
         prepare_task(config)
 
 
+def test_a_split_without_documents_is_an_error_not_an_empty_pass(tmp_path):
+    (tmp_path / "utils.py").write_text("def none(dataset):\n    return dataset.filter(lambda d: False)\n", "utf-8")
+    config = toy_task(tmp_path, [{"q": "Q", "choices": ["a", "b"], "label": 0}], process_docs="!function utils.none")
+    with pytest.raises(DatasetError, match=r"toy\.yaml: task 'toy': split 'test' has no documents \(after process_docs"):
+        prepare_task(config)
+
+
 # --- continuations --------------------------------------------------------------------------------------------------
 
 
