@@ -124,14 +124,50 @@ def test_model_that_cannot_be_loaded(pytester, data_mirror, tmp_path):
 
 
 
-@pytest.mark.parametrize("plain", [False, True])
-def test_plain_scoring_option_selects_lm_evals_procedure(pytester, tiny_model, data_mirror, arc_suite, plain):
-    from pytest_modelbench.runner import BenchRunner, RunOptions
+def one_request_at_a_time(loaded, requests) -> list[float]:
+    """lm-eval's procedure written out for batch size 1: one forward pass per request, no padding, summed
+    log-softmax at the continuation's positions (the tokenization seam is the engine's, CausalTokenizer)."""
+    import torch
 
+    from pytest_modelbench.scoring.causal import CausalTokenizer
+
+    encoder, values = CausalTokenizer(loaded.tokenizer), []
+    with torch.inference_mode():
+        for context, continuation in requests:
+            encoded = encoder.encode_pair(context, continuation)
+            tokens = (encoded.context + encoded.continuation)[:-1]
+            logits = loaded.model(torch.tensor([tokens])).logits[0, len(tokens) - len(encoded.continuation):]
+            logprobs = torch.log_softmax(logits, dim=-1)
+            values.append(float(logprobs.gather(-1, torch.tensor(encoded.continuation).unsqueeze(-1)).sum()))
+    return values
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_plain_scoring_option_selects_lm_evals_procedure(pytester, tiny_model, tiny_loaded, data_mirror, arc_suite,
+                                                         plain, monkeypatch):
+    from pytest_modelbench.scoring.prefix_sharing import PrefixSharingRunner
+
+    shared_prefix_batches = []
+    score = PrefixSharingRunner.score
+
+    def counting(self, *args, **kwargs):
+        shared_prefix_batches.append(len(args[0]))
+        return score(self, *args, **kwargs)
+
+    monkeypatch.setattr(PrefixSharingRunner, "score", counting)
     extra = ["--plain-scoring"] if plain else []
     out = pytester.path / "results.json"
-    run(pytester, tiny_model, data_mirror, "arc_mt", "-k", "fi", "--no-cache", f"--results-json={out}",
-        *extra).assert_outcomes(passed=1)
-    assert json.loads(out.read_text())["config"]["shared_prefixes"] is not plain
-    scorer = BenchRunner(RunOptions(model=str(tiny_model), shared_prefixes=not plain)).scorer()
-    assert scorer.fast is not plain
+    run(pytester, tiny_model, data_mirror, "arc_mt", "-k", "fi", "--no-cache", "--batch-size=1", "--log-samples",
+        f"--results-json={out}", *extra).assert_outcomes(passed=1)
+    document = json.loads(out.read_text())
+    assert document["config"]["shared_prefixes"] is not plain
+    # the shared-prefix path ran exactly when --plain-scoring was not given
+    assert bool(shared_prefix_batches) is not plain
+    samples = document["samples"]["arc_challenge_mt_fi"]
+    requests = [tuple(request) for sample in samples for request in sample["requests"]]
+    values = [value for sample in samples for value in sample["loglikelihoods"]]
+    expected = one_request_at_a_time(tiny_loaded, requests)
+    if plain:
+        assert values == expected  # lm-eval's procedure: bit for bit
+    else:
+        assert values == pytest.approx(expected, abs=1e-4)
