@@ -14,6 +14,7 @@ import pytest
 from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.errors import ModelLoadError
 from pytest_modelbench.scoring.loading import parse_model_args, scorer_args_problem
+from pytest_modelbench.scoring.progress import default_interval
 
 
 def batch_size(value: str) -> int | str:
@@ -42,6 +43,14 @@ def model_args(value: str | None) -> str | None:
     if problem:
         raise pytest.UsageError(f"--model-args {problem}")
     return value
+
+
+def check_progress_interval() -> None:
+    """$MODELBENCH_PROGRESS_INTERVAL, read by every scorer later on."""
+    try:
+        default_interval()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def output_path(option: str, value: str | None, base: Path) -> Path | None:

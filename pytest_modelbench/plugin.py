@@ -53,6 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RESULTS_PATH_KEY] = cli_options.output_path(
         "--results-json", config.getoption("--results-json"), Path(config.invocation_params.dir)
     )
+    cli_options.check_progress_interval()
     data_dir = config.getoption("--data-dir") or os.environ.get(DATA_DIR_ENV) or config.getini("modelbench_data_dir")
     config.stash[RUNNER_KEY] = BenchRunner(
         RunOptions(

@@ -31,6 +31,15 @@ def test_invalid_numeric_options_are_usage_errors(pytester, option, message):
     result.stderr.fnmatch_lines([f"*{message}*"])
 
 
+@pytest.mark.parametrize("value", ["-1", "soon", "inf"])
+def test_invalid_progress_interval_is_a_usage_error(pytester, monkeypatch, value):
+    monkeypatch.setenv("MODELBENCH_PROGRESS_INTERVAL", value)
+    pytester.makefile(".yaml", t=TASK)
+    result = pytester.runpytest("t.yaml", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*$MODELBENCH_PROGRESS_INTERVAL must be a number of seconds >= 0*got '{value}'*"])
+
+
 @pytest.mark.parametrize("option", ["--results-json", "--md-report"])
 def test_unwritable_output_path_is_a_usage_error_before_the_run(pytester, option):
     pytester.makefile(".yaml", t=TASK)
