@@ -171,6 +171,8 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     modelbench = raw.get("modelbench") or {}
     if not isinstance(modelbench, dict) or set(modelbench) - _MODELBENCH_KEYS:
         raise TaskConfigError(f"{path}: key 'modelbench' may only hold {sorted(_MODELBENCH_KEYS)}")
+    if not isinstance(modelbench.get("category_field", ""), str):
+        raise TaskConfigError(f"{path}: key 'modelbench.category_field' must be a field name")
     gate = modelbench.get("gate") or {}
     if not isinstance(gate, dict) or set(gate) - _GATE_KEYS:
         raise TaskConfigError(f"{path}: key 'modelbench.gate' may only hold {sorted(_GATE_KEYS)}")
@@ -306,6 +308,9 @@ def _metric_specs(metric_list: Any, path: Path) -> tuple[MetricSpec, ...]:
     for i, entry in enumerate(metric_list):
         if not isinstance(entry, dict) or not isinstance(entry.get("metric"), str):
             raise TaskConfigError(f"{path}: key 'metric_list[{i}]' needs a 'metric' name")
+        aggregation = entry.get("aggregation", "mean")
+        if aggregation != "mean":  # the engine would report the mean anyway: refuse rather than mislabel
+            raise TaskConfigError(f"{path}: key 'metric_list[{i}].aggregation': only 'mean' is supported, got {aggregation!r}")
         options = {k: v for k, v in entry.items() if k not in ("metric", "aggregation", "higher_is_better")}
         specs.append(MetricSpec(entry["metric"], entry.get("aggregation", "mean"), entry.get("higher_is_better"), options))
     return tuple(specs)

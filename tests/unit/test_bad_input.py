@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import sqlite3
 import textwrap
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelbench.errors import BaselineError, DatasetError, DocumentError, ModelLoadError
+from pytest_modelbench.errors import BaselineError, DatasetError, DocumentError, ModelLoadError, TaskConfigError
 from pytest_modelbench.evaluation import evaluate_task
 from pytest_modelbench.gate.baseline import parse
 from pytest_modelbench.tasks.config import TaskConfig, load_task_config
@@ -44,6 +45,24 @@ def toy_task(tmp_path: Path, rows: list[dict], extra: str = "", **keys: str) -> 
         """) + "".join(f"{k}: {v}\n" for k, v in lines.items()) + textwrap.dedent(extra)
     (tmp_path / "toy.yaml").write_text(yaml, encoding="utf-8")
     return load_task_config(tmp_path / "toy.yaml", allow_task_code=True)
+
+
+@pytest.mark.parametrize(
+    ("keys", "extra", "message"),
+    [
+        ({}, "metric_list:\n  - metric: acc\n    aggregation: median\n",
+         "key 'metric_list[0].aggregation': only 'mean' is supported, got 'median'"),
+        ({}, "modelbench:\n  category_field: 3\n", "key 'modelbench.category_field' must be a field name"),
+        ({"doc_to_choice": "[]"}, "", "key 'doc_to_choice' is an empty list"),
+        ({"doc_to_text": "[q]"}, "", "key 'doc_to_text' must be a string (or !function), got ['q']"),
+        ({"doc_to_text": '"{{q | shout}}"'}, "", "key 'doc_to_text': template error (line 1): No filter named 'shout'"),
+        ({"process_docs": "utils.process"}, "", "key 'process_docs' must be a '!function module.name' reference"),
+        ({}, "fewshot_config:\n  doc_to_target: 1.5\n", "key 'fewshot_config.doc_to_target' must be a string or a"),
+    ],
+)
+def test_static_errors_name_file_and_key_at_load(tmp_path, keys, extra, message):
+    with pytest.raises(TaskConfigError, match=f"toy\\.yaml: {re.escape(message)}"):
+        toy_task(tmp_path, [], extra, **keys)
 
 
 # --- non-finite log-likelihoods -------------------------------------------------------------------------------------
