@@ -4,6 +4,7 @@ A masked LM has no left-to-right probability of a sentence; it is scored by mask
 log P(token | the rest) over the scored tokens (Salazar et al. 2020, "Masked Language Model Scoring"). All masked
 copies of one sentence go through the model in ONE batched forward pass (one row per scored token, that token
 replaced by the mask token); row i's prediction at its masked position is exactly the one-mask-at-a-time value.
+`--batch-size N` puts the copies of N sentences in one pass (right-padded, padding masked from attention).
 
 A task picks the scored tokens with `modelbench.masked_protocol`:
 - `pll` (default): every token of the continuation (the choice), given the context and the rest of the continuation.
@@ -116,8 +117,8 @@ class MaskedLMScorer:
             attention[r, :n] = 1
             if encoded.token_type_ids is not None:
                 types[r, :n] = torch.tensor(encoded.token_type_ids)
-        targets = ids[torch.arange(len(rows)), torch.tensor([p for _, p in rows])].clone()
         where = torch.tensor([p for _, p in rows], dtype=torch.long)
+        targets = ids[torch.arange(len(rows)), where].clone()
         ids[torch.arange(len(rows)), where] = self.mask_token_id
         inputs = {"input_ids": ids.to(self.device), "attention_mask": attention.to(self.device)}
         if any(encoded.token_type_ids is not None for encoded, _ in rows):
@@ -175,21 +176,20 @@ class MaskedLMScorer:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown masked protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")
         sizes = [len(doc.continuations) for doc in documents]
-        owners = [(doc, i) for doc in documents for i in range(len(doc.continuations))]
+        owners = [(d, i) for d, size in enumerate(sizes) for i in range(size)]  # (document, choice) per request
         namespace = self._cache_namespace(protocol)
         keys = None
         if namespace is not None:
             from pytest_modelbench.scoring.score_cache import request_key
 
-            keys = [request_key(namespace, doc.context, _cache_continuation(doc, i, protocol)) for doc, i in owners]
+            keys = [request_key(namespace, documents[d].context, _cache_continuation(documents[d], i, protocol))
+                    for d, i in owners]
 
         def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
             units_of: dict[int, list] = {}  # every document with a choice to compute is encoded (and checked) first
-            for i in todo:
-                doc = owners[i][0]
-                if id(doc) not in units_of:
-                    units_of[id(doc)] = self.units(doc, protocol, f"{where}document {doc.doc_id}")
-            pending = [units_of[id(owners[i][0])][owners[i][1]] for i in todo]
+            for d in sorted({owners[i][0] for i in todo}):
+                units_of[d] = self.units(documents[d], protocol, f"{where}document {documents[d].doc_id}")
+            pending = [units_of[owners[i][0]][owners[i][1]] for i in todo]
             step = self._units_per_batch(pending)
             for start in range(0, len(pending), step):
                 chunk = list(range(start, min(start + step, len(pending))))

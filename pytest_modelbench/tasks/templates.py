@@ -131,8 +131,11 @@ _LITERAL_ERRORS = (ValueError, SyntaxError, TypeError, MemoryError, RecursionErr
 
 
 def _a(value: Any) -> str:
-    name = type(value).__name__ if value is not None else "None"
-    return name if value is None else ("an " if name[0] in "aeiou" else "a ") + name
+    """'an int', 'a list', 'None': the type of a value, for messages."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return ("an " if name[0] in "aeiou" else "a ") + name
 
 
 def _call(function: Any, doc: Mapping[str, Any], where: str, key: str) -> Any:
