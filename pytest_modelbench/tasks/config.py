@@ -171,7 +171,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     modelbench = raw.get("modelbench") or {}
     if not isinstance(modelbench, dict) or set(modelbench) - _MODELBENCH_KEYS:
         raise TaskConfigError(f"{path}: key 'modelbench' may only hold {sorted(_MODELBENCH_KEYS)}")
-    if not isinstance(modelbench.get("category_field") or "", str):
+    if not isinstance(modelbench.get("category_field"), (str, type(None))):
         raise TaskConfigError(f"{path}: key 'modelbench.category_field' must be a field name")
     gate = modelbench.get("gate") or {}
     if not isinstance(gate, dict) or set(gate) - _GATE_KEYS:
