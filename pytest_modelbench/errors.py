@@ -23,3 +23,17 @@ class ModelLoadError(ModelbenchError):
 
 class BaselineError(ModelbenchError):
     """A stored baseline that is corrupt, or not comparable with the candidate run."""
+
+
+class TaskCodeError(ModelbenchError):
+    """An exception raised inside a task's own `!function` code; callers add the file, key and document."""
+
+
+class RequestError(ModelbenchError):
+    """A (context, continuation) request the scorer cannot score; `index`, once known, is its position in the list
+    scored, so that the evaluation can name the document and choice."""
+
+    def __init__(self, problem: str, index: int | None = None):
+        super().__init__(problem if index is None else f"request {index}: {problem}")
+        self.problem = problem
+        self.index = index

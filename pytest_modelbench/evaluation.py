@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
+from pytest_modelbench.errors import DocumentError, RequestError
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
 from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
 
 
@@ -24,9 +27,33 @@ class TaskEvaluation:
 def evaluate_task(prepared: PreparedTask, scorer: Scorer) -> TaskEvaluation:
     metrics = resolve_metrics(prepared.config)
     flat = [(doc.context, cont) for doc in prepared.documents for cont in doc.continuations]
-    values = scorer.loglikelihood(flat)
+    try:
+        values = scorer.loglikelihood(flat)
+    except RequestError as exc:
+        if exc.index is None:
+            raise
+        owners = [(doc, i) for doc in prepared.documents for i in range(len(doc.continuations))]
+        raise DocumentError(f"{_where(prepared, *owners[exc.index])}: {exc.problem}") from None
     per_doc, start = [], 0
     for doc in prepared.documents:
         per_doc.append(values[start:start + len(doc.continuations)])
         start += len(doc.continuations)
+        _check_finite(prepared, doc, per_doc[-1])
     return TaskEvaluation(prepared, per_doc, score_task(prepared, metrics, per_doc))
+
+
+def _check_finite(prepared: PreparedTask, doc: DocumentRequests, values: Sequence[float]) -> None:
+    """A NaN or infinite log-likelihood would turn into a wrong accuracy (argmax of NaN) without a word."""
+    for i, value in enumerate(values):
+        if not math.isfinite(value):
+            raise DocumentError(
+                f"{_where(prepared, doc, i)}: the model gave a non-finite log-likelihood ({value}); "
+                "with --dtype float16 or bfloat16 this is usually an overflow, try --dtype float32"
+            )
+
+
+def _where(prepared: PreparedTask, doc: DocumentRequests, choice: int) -> str:
+    config = prepared.config
+    return (
+        f"{config.source}: task '{config.task}', document {doc.doc_id}, choice {choice} ({doc.continuations[choice]!r})"
+    )

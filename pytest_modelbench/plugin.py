@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_modelbench import cli_options
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate import pytest_integration as gate
-from pytest_modelbench.report import format_table, results_document, summary_rows, write_json_atomic
+from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.report import format_table, json_text, results_document, summary_rows
 from pytest_modelbench.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
 from pytest_modelbench.scoring.progress import pytest_sink as progress_sink
@@ -17,15 +19,8 @@ from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_c
 from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
 
 RUNNER_KEY = pytest.StashKey[BenchRunner]()
+RESULTS_PATH_KEY = pytest.StashKey[Path | None]()
 YAML_SUFFIXES = (".yaml", ".yml")
-
-
-def _batch_size(value: str) -> int | str:
-    if value == "auto":
-        return value
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    raise pytest.UsageError(f"--batch-size must be a positive integer or 'auto', got {value!r}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,16 +50,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "modelbench: a task scored by pytest-modelbench")
     gate.configure(config)  # registers the gate's session hooks (results, unused baselines, --md-report)
+    config.stash[RESULTS_PATH_KEY] = cli_options.output_path(
+        "--results-json", config.getoption("--results-json"), Path(config.invocation_params.dir)
+    )
+    cli_options.check_progress_interval()
     data_dir = config.getoption("--data-dir") or os.environ.get(DATA_DIR_ENV) or config.getini("modelbench_data_dir")
     config.stash[RUNNER_KEY] = BenchRunner(
         RunOptions(
             model=config.getoption("--model"),
-            model_args=config.getoption("--model-args"),
+            model_args=cli_options.model_args(config.getoption("--model-args")),
             device=config.getoption("--device"),
             dtype=config.getoption("--dtype"),
-            batch_size=_batch_size(config.getoption("--batch-size")),
-            num_fewshot=config.getoption("--num-fewshot"),
-            limit=config.getoption("--limit"),
+            batch_size=cli_options.batch_size(config.getoption("--batch-size")),
+            num_fewshot=cli_options.count("--num-fewshot", config.getoption("--num-fewshot"), minimum=0),
+            limit=cli_options.count("--limit", config.getoption("--limit"), minimum=1),
             data_dir=Path(data_dir).expanduser().resolve() if data_dir else None,
             allow_task_code=config.getoption("--allow-task-code"),
             model_type=config.getoption("--model-type"),
@@ -90,18 +89,23 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
 
 
 class TaskFile(pytest.File):
+    """A task YAML. Everything that needs no model and no data is checked here, so that a broken task is a
+    collection error naming the file and key (also under --collect-only and without --model)."""
+
     def collect(self):
-        try:
-            config = load_task_config(self.path, allow_task_code=self.config.getoption("--allow-task-code"))
-        except ModelbenchError as exc:
-            yield BrokenTaskItem.from_parent(self, name=self.path.stem, error=exc)
-            return
+        config = load_task_config(self.path, allow_task_code=self.config.getoption("--allow-task-code"))
+        resolve_metrics(config)
         item = TaskItem.from_parent(self, name=config.task, task_config=config)
         item.add_marker("modelbench")
         for tag in config.tag:
             self.config.addinivalue_line("markers", f"{tag}: lm-eval tag")
             item.add_marker(tag)
         yield item
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ModelbenchError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
 
 
 class TaskItem(pytest.Item):
@@ -125,23 +129,6 @@ class TaskItem(pytest.Item):
         return self.path, None, f"task {self.name}"
 
 
-class BrokenTaskItem(pytest.Item):
-    """Stands in for a task YAML that cannot be loaded, so the error shows and other tasks still run."""
-
-    def __init__(self, *, error: ModelbenchError, **kwargs):
-        super().__init__(**kwargs)
-        self.error = error
-
-    def runtest(self) -> None:
-        raise self.error
-
-    def repr_failure(self, excinfo, style=None):
-        return str(excinfo.value)
-
-    def reportinfo(self):
-        return self.path, None, f"task file {self.path.name}"
-
-
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     runner = config.stash.get(RUNNER_KEY, None)
     if runner is None or not runner.evaluations:
@@ -155,8 +142,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     runner = config.stash.get(RUNNER_KEY, None)
-    path = config.getoption("--results-json")
-    if runner is None or not path or not runner.evaluations:
+    path = config.stash.get(RESULTS_PATH_KEY, None)
+    if runner is None or path is None or not runner.evaluations:
         return
     options = runner.options
     run_config = {
@@ -165,4 +152,4 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         "num_fewshot": options.num_fewshot, "shared_prefixes": options.shared_prefixes,
     }
     document = results_document(runner.evaluations.values(), run_config, config.getoption("--log-samples"))
-    write_json_atomic(Path(path), document)
+    cli_options.write_output(session, "--results-json", path, json_text(document))

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Iterable
 
-from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.evaluation import TaskEvaluation
 from pytest_modelbench.metrics.aggregate import MetricSummary
 
@@ -76,5 +74,5 @@ def _samples(evaluation: TaskEvaluation) -> list[dict[str, Any]]:
     ]
 
 
-def write_json_atomic(path: Path, document: Any) -> None:
-    write_text_atomic(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+def json_text(document: Any) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

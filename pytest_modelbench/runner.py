@@ -78,11 +78,10 @@ class BenchRunner:
 
     def _causal_scorer(self, loaded: LoadedModel) -> CausalLMScorer:
         from pytest_modelbench.scoring.causal import CausalLMScorer
-        from pytest_modelbench.scoring.score_cache import ScoreCache
 
         return CausalLMScorer(
             loaded.model, loaded.tokenizer, batch_size=self.options.batch_size, device=self.options.device,
-            fast=self.options.shared_prefixes, cache=ScoreCache() if self.options.cache else None,
+            fast=self.options.shared_prefixes, cache=self._score_cache(),
             fingerprint=loaded.fingerprint, progress=self.progress_sink, **loaded.scorer_kwargs,
         )
 
@@ -94,4 +93,13 @@ class BenchRunner:
             raise ModelLoadError(
                 f"--model-args {unsupported[0]} applies to causal LMs only; '{loaded.name}' is scored as a masked LM"
             )
-        return MaskedLMScorer(loaded.model, loaded.tokenizer, device=self.options.device, **loaded.scorer_kwargs)
+        return MaskedLMScorer(
+            loaded.model, loaded.tokenizer, device=self.options.device, batch_size=self.options.batch_size,
+            cache=self._score_cache(), fingerprint=loaded.fingerprint, progress=self.progress_sink,
+            **loaded.scorer_kwargs,
+        )
+
+    def _score_cache(self):
+        from pytest_modelbench.scoring.score_cache import ScoreCache
+
+        return ScoreCache() if self.options.cache else None

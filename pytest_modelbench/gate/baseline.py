@@ -326,6 +326,21 @@ class _Invalid(Exception):
     pass
 
 
+class _NonFinite(Exception):
+    """NaN, Infinity or an overflowing literal such as 1e999: Python's json reads them, JSON does not allow them."""
+
+
+def _reject_non_finite(name: str) -> float:
+    raise _NonFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFinite(text)
+    return value
+
+
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise _Invalid(message)
@@ -372,7 +387,9 @@ def parse(text: str, source: str | os.PathLike) -> BaselineRecord:
 def parse_or_problem(text: str) -> tuple[BaselineRecord | None, str | None]:
     """(record, None) for a valid baseline, else (None, what is wrong with it) — without the file name."""
     try:
-        document = json.loads(text)
+        document = json.loads(text, parse_constant=_reject_non_finite, parse_float=_finite_float)
+    except _NonFinite as exc:
+        return None, f"invalid baseline: {exc} is not a number JSON allows (a baseline holds finite numbers); {_RECREATE_HINT}"
     except json.JSONDecodeError as exc:
         return None, (
             f"corrupt baseline, not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); {_RECREATE_HINT}"

@@ -224,8 +224,8 @@ def compare(
 ) -> TaskComparison:
     """Gate the candidate against the baseline. Both must be comparable (`comparability_problems` empty).
 
-    `documents`: the candidate's DocumentRequests, in the candidate record's order; needed for metrics with their
-    own aggregate (they are skipped without it).
+    `documents`: the candidate's DocumentRequests, in the candidate record's order; required when a metric has its
+    own aggregate (ValueError without them: an entry is never left out).
     """
     position = {key: i for i, key in enumerate(baseline.doc_keys)}
     missing = [key for key in candidate.doc_keys if key not in position]
@@ -248,8 +248,8 @@ def compare(
         tests = []
         if metric.aggregate:
             aggregate = _registered_aggregate(metric.name)
-            if aggregate is None or documents is None:
-                continue  # cannot re-apply the aggregate without its documents
+            if aggregate is None or documents is None:  # never drop an entry: the caller must pass the documents
+                raise ValueError(f"metric '{metric.name}' is an aggregate: compare() needs the candidate's documents")
             for category, mask in groups:
                 idx = np.flatnonzero(mask)
                 base_value, cand_value, test = aggregate_test(
@@ -257,8 +257,9 @@ def compare(
                     [documents[i] for i in idx], direction=metric.direction, ideal=metric.ideal, seed=seed(category),
                     n_resamples=resamples_for(AGGREGATE_RESAMPLES, len(groups) - 1, tolerance.alpha),
                 )
-                if base_value is not None and cand_value is not None:
-                    tests.append((category, len(idx), base_value, cand_value, test))
+                if base_value is None or cand_value is None:
+                    raise ValueError(f"metric '{metric.name}': the aggregate is undefined on {len(idx)} documents")
+                tests.append((category, len(idx), base_value, cand_value, test))
         else:
             for category, mask in groups:
                 base, cand = base_values[metric.name][mask], cand_values[metric.name][mask]

@@ -19,7 +19,6 @@ missing baselines only.
 from __future__ import annotations
 
 import importlib.metadata
-import math
 import platform
 import re
 from datetime import datetime, timezone
@@ -28,7 +27,9 @@ from typing import Any
 
 import pytest
 
-from pytest_modelbench.errors import BaselineError, ModelbenchError, TaskConfigError
+from pytest_modelbench import cli_options
+from pytest_modelbench.errors import BaselineError, ModelbenchError
+from pytest_modelbench.tasks.config import gate_value_problem
 from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.gate.baseline import (
     Provenance,
@@ -115,21 +116,11 @@ def _check_cli_tolerance(config: pytest.Config) -> dict[str, float]:
         value = config.getoption(option)
         if value is None:
             continue
-        problem = _tolerance_problem(key, value)
+        problem = gate_value_problem(key, value)
         if problem:
             raise pytest.UsageError(f"{option} {problem}")
         overrides[key] = float(value)
     return overrides
-
-
-def _tolerance_problem(key: str, value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return f"must be a number, got {value!r}"
-    if key == "alpha" and not 0 < value < 1:
-        return f"must lie strictly between 0 and 1, got {value!r}"
-    if key != "alpha" and value < 0:
-        return f"must be >= 0, got {value!r}"
-    return None
 
 
 def safe_file_stem(task: str) -> str:
@@ -178,6 +169,9 @@ class GateSession:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.overrides = _check_cli_tolerance(config)
+        self.md_report = cli_options.output_path(
+            "--md-report", config.getoption("--md-report"), Path(config.invocation_params.dir)
+        )
         cli_name = config.getoption("--baseline-name")
         ini_name = config.getini("modelbench_baseline_name")
         self.name_explicit = bool(cli_name or ini_name)
@@ -248,14 +242,8 @@ class GateSession:
             if key in self.overrides:
                 values[key] = self.overrides[key]
                 continue
-            value = getattr(yaml_gate, key, None)
-            if value is None:
-                values[key] = getattr(DEFAULT_TOLERANCE, key)
-                continue
-            problem = _tolerance_problem(key, value)
-            if problem:
-                raise TaskConfigError(f"{task_config.source}: key 'modelbench.gate.{key}' {problem}")
-            values[key] = float(value)
+            value = getattr(yaml_gate, key, None)  # checked when the task was loaded (tasks/config.py)
+            values[key] = getattr(DEFAULT_TOLERANCE, key) if value is None else float(value)
         return Tolerance(**values)
 
     def provenance(self, evaluation: Any, runner: Any) -> Provenance:
@@ -349,6 +337,8 @@ class GateSession:
                 update_snapshots=self.update,
                 update_new_snapshots_only=self.update_new_only,
             )
+            if stored_text is not None and outcome is not None:
+                assertion.extension.decided = (candidate_text, stored_text, outcome)
             assertion == candidate_text  # noqa: B015 - syrupy's comparison: records use, writes when updating
             result = assertion.executions[0]
             if result.exception is not None:
@@ -367,7 +357,7 @@ class GateSession:
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         if item.path is not None and item.path.suffix in _YAML_SUFFIXES and hasattr(item, "runtest"):
-            if type(item).__name__ in ("TaskItem", "BrokenTaskItem"):
+            if type(item).__name__ == "TaskItem":
                 self.suite_dirs.add(Path(item.path).resolve().parent)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -399,10 +389,9 @@ class GateSession:
                 self.deleted.append(path)
         elif self.unused and not self.update and not self.warn_unused:
             session.exitstatus = int(session.exitstatus) | EXIT_STATUS_FAIL_UNUSED
-        md_path = config.getoption("--md-report")
-        if md_path:
-            target = Path(config.invocation_params.dir) / md_path
-            write_text_atomic(target, markdown(self.results, self.baseline_name, [self.display(u) for u in sorted(self.unused)]))
+        if self.md_report is not None:
+            report = markdown(self.results, self.baseline_name, [self.display(u) for u in sorted(self.unused)])
+            cli_options.write_output(session, "--md-report", self.md_report, report)
 
     @pytest.hookimpl(trylast=True)  # after the scores and syrupy's snapshot summary
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -4,8 +4,9 @@ Storage: one JSON file per task, at ``<baselines dir>/<baseline name>/<suite fol
 carried by `BaselineSite`, the stand-in for a task item that syrupy's `PyTestLocation` needs (syrupy itself
 only knows Python test functions).
 
-Comparator: `matches` parses both sides and applies the gate, so a candidate whose scores drift inside the
-band *matches* its baseline and `--snapshot-update` never rewrites it. It does not match (and so
+Comparator: `matches` takes the gate's own outcome for the two texts (`BaselineExtension.decided`, set by
+pytest_integration, which also has the documents that aggregate metrics need), else parses both sides and
+applies the gate; so a candidate whose scores drift inside the band *matches* its baseline and `--snapshot-update` never rewrites it. It does not match (and so
 `--snapshot-update` rewrites it) when the baseline is missing, corrupt, not comparable, or when an entry
 regressed — and, under `--snapshot-update` only (`BaselineUpdateExtension`), when an entry improved, which
 raises the bar. `matches` never raises: syrupy would record the exception and skip the write.
@@ -18,7 +19,6 @@ words.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
@@ -82,29 +82,12 @@ class GateOutcome:
         )
 
 
-_OUTCOMES: "OrderedDict[tuple[str, str], GateOutcome]" = OrderedDict()
-_CACHE_SIZE = 8
-
-
 def gate_texts(candidate_text: str, baseline_text: str, documents: Sequence[Any] | None = None) -> GateOutcome:
     """Parse both serialized records and apply the gate with the candidate's tolerance. Never raises for bad input.
 
-    `documents` (the candidate's DocumentRequests) are needed by metrics with their own aggregate (StereoSet);
-    pytest_integration passes them first, and the result is cached by the two texts, so syrupy's later call of
-    `matches` (which only has the texts) sees the same outcome.
+    `documents` (the candidate's DocumentRequests) are needed by metrics with their own aggregate (StereoSet).
+    Without them such a record is not compared at all (the outcome says why): a comparison never leaves an entry out.
     """
-    key = (candidate_text, baseline_text)
-    if key in _OUTCOMES:
-        _OUTCOMES.move_to_end(key)
-        return _OUTCOMES[key]
-    outcome = _gate(candidate_text, baseline_text, documents)
-    _OUTCOMES[key] = outcome
-    while len(_OUTCOMES) > _CACHE_SIZE:
-        _OUTCOMES.popitem(last=False)
-    return outcome
-
-
-def _gate(candidate_text: str, baseline_text: str, documents: Sequence[Any] | None) -> GateOutcome:
     candidate, problem = parse_or_problem(candidate_text)
     if candidate is None:
         return GateOutcome(None, f"the candidate record is not valid: {problem}", "invalid")
@@ -114,6 +97,12 @@ def _gate(candidate_text: str, baseline_text: str, documents: Sequence[Any] | No
     problem = rebaseline_problem(baseline, candidate)
     if problem is not None:
         return GateOutcome(None, problem, "rebaseline")
+    aggregates = [m.name for m in candidate.metrics if m.aggregate]
+    if aggregates and documents is None:
+        return GateOutcome(
+            None, f"metrics {', '.join(aggregates)} are aggregates over the task's documents and can only be compared "
+            "in the run that scored them", "invalid",
+        )
     return GateOutcome(compare(baseline, candidate, candidate.tolerance, documents))
 
 
@@ -121,6 +110,15 @@ class BaselineExtension(AbstractSyrupyExtension):
     file_extension = "json"
     write_immediately = True  # one file per task: write at once, never hold payloads until session end
     include_improvements = False  # whether an improvement makes the stored baseline "not match"
+    # The gate's own outcome for (candidate text, stored text), set by pytest_integration before syrupy compares:
+    # syrupy passes only the texts, and the aggregate metrics need the candidate's documents as well.
+    decided: tuple[str, str, GateOutcome] | None = None
+
+    def outcome(self, serialized_data: Any, snapshot_data: Any) -> GateOutcome:
+        texts = (str(serialized_data), str(snapshot_data))
+        if self.decided is not None and self.decided[:2] == texts:
+            return self.decided[2]
+        return gate_texts(*texts)
 
     # ------------------------------------------------------------------ serializer
 
@@ -201,7 +199,7 @@ class BaselineExtension(AbstractSyrupyExtension):
 
     def matches(self, *, serialized_data: Any, snapshot_data: Any) -> bool:
         try:
-            outcome = gate_texts(str(serialized_data), str(snapshot_data))
+            outcome = self.outcome(serialized_data, snapshot_data)
         except Exception:  # a comparator that raises would make syrupy skip the --snapshot-update write
             return False
         return outcome.holds(include_improvements=self.include_improvements)
@@ -209,7 +207,7 @@ class BaselineExtension(AbstractSyrupyExtension):
     # ------------------------------------------------------------------ reporter
 
     def diff_lines(self, serialized_data: Any, snapshot_data: Any) -> Iterator[str]:
-        outcome = gate_texts(str(serialized_data), str(snapshot_data))
+        outcome = self.outcome(serialized_data, snapshot_data)
         if outcome.comparison is None:
             yield str(outcome.problem)
             return

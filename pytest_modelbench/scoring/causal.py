@@ -15,13 +15,14 @@ Optional: a persistent score cache (scoring/score_cache.py) and progress lines (
 
 from __future__ import annotations
 
-import time
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
+
+from pytest_modelbench.errors import RequestError
 
 DEFAULT_MAX_LENGTH = 2048
 MAX_AUTO_BATCH = 64
@@ -129,52 +130,34 @@ class CausalLMScorer:
             documents, unit = [1] * len(requests), "requests"
         else:
             unit = "documents"
+        from pytest_modelbench.scoring.cached import score_with_cache
         from pytest_modelbench.scoring.progress import ScoringProgress
 
-        progress = ScoringProgress(self.progress, label, documents, unit)
-        results: list[float | None] = [None] * len(requests)
-
         namespace = self._cache_namespace()
-        keys: list[bytes] = []
+        keys = None
         if namespace is not None:
             from pytest_modelbench.scoring.score_cache import request_key
 
             keys = [request_key(namespace, ctx, cont) for ctx, cont in requests]
-            found = self.cache.get_many(keys)
-            hits = [i for i, key in enumerate(keys) if key in found]
-            for i in hits:
-                results[i] = found[keys[i]]
-            progress.requests_done(hits, computed=False)
-        todo = [i for i, value in enumerate(results) if value is None]
-        pending: list[tuple[bytes, float]] = []
-        last_flush = time.monotonic()
 
-        def on_done(local: list[int], values: list[float]) -> None:
-            nonlocal last_flush
-            indices = [todo[j] for j in local]
-            for i, value in zip(indices, values):
-                results[i] = value
-                if keys:
-                    pending.append((keys[i], value))
-            if pending and time.monotonic() - last_flush > 5.0:  # an interrupted run keeps what it computed
-                self.cache.put_many(pending)
-                pending.clear()
-                last_flush = time.monotonic()
-            progress.requests_done(indices)
-
-        try:
-            if todo:
+        def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
+            try:
                 self.score_encoded(self.encoder.encode_pairs([requests[i] for i in todo]), on_done=on_done)
-        finally:
-            if pending:
-                self.cache.put_many(pending)
-        progress.finish()
-        return results  # type: ignore[return-value]
+            except RequestError as exc:
+                raise RequestError(exc.problem, todo[exc.index]) from None
+
+        progress = ScoringProgress(self.progress, label, documents, unit)
+        return score_with_cache(len(requests), keys, self.cache, progress, compute)
 
     def score_encoded(self, encoded: Sequence[EncodedRequest],
                       on_done: Callable[[list[int], list[float]], None] | None = None) -> list[float]:
         """Log-likelihoods of encoded requests; `on_done(indices, values)` is called as batches complete."""
-        rows = [self._model_input(req) for req in encoded]  # validates every request first
+        rows = []
+        for i, req in enumerate(encoded):  # validates every request first
+            try:
+                rows.append(self._model_input(req))
+            except RequestError as exc:
+                raise RequestError(exc.problem, i) from None
         self.last_stats = None
         runner = self._fast_runner() if self.fast and rows else None
         if runner is None:
@@ -226,9 +209,12 @@ class CausalLMScorer:
     def _model_input(self, req: EncodedRequest) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Left-truncate to max_length as lm-eval does: keep the last max_length+1 tokens, drop the final one."""
         if not req.continuation:
-            raise ValueError("empty continuation after tokenization")
+            raise RequestError("the continuation is empty after tokenization")
         if len(req.continuation) > self.max_length:
-            raise ValueError(f"continuation of {len(req.continuation)} tokens exceeds max length {self.max_length}")
+            raise RequestError(
+                f"the continuation has {len(req.continuation)} tokens, more than the model's maximum length "
+                f"{self.max_length}"
+            )
         full = (req.context + req.continuation)[-(self.max_length + 1):][:-1]
         return full, req.continuation
 
@@ -275,17 +261,12 @@ class CausalLMScorer:
 
     def _cache_namespace(self) -> str | None:
         """The cache key's model and settings part; None when no cache or the weights cannot be identified."""
-        if self.cache is None or not getattr(self.cache, "enabled", False):
-            return None
-        if not self.fingerprint or self.fingerprint.endswith("@unknown"):
-            return None
         if self._namespace is None:
-            from pytest_modelbench.scoring.score_cache import scoring_namespace, tokenizer_fingerprint, weights_digest
+            from pytest_modelbench.scoring.cached import cache_namespace
 
-            self._namespace = scoring_namespace(
-                model=self.fingerprint, weights=weights_digest(self.model),
-                tokenizer=tokenizer_fingerprint(self.encoder.tokenizer), dtype=str(next(self.model.parameters()).dtype),
-                device=self.device.type, max_length=self.max_length, prefix_token_id=self.encoder.prefix_token_id,
+            self._namespace = cache_namespace(
+                self.cache, self.fingerprint, self.model, self.encoder.tokenizer, device=self.device.type,
+                max_length=self.max_length, prefix_token_id=self.encoder.prefix_token_id,
                 add_bos_token=self.encoder.add_bos_token, path="fast" if self.fast else "plain",
             )
         return self._namespace

@@ -51,6 +51,20 @@ def parse_model_args(text: str | None) -> dict[str, Any]:
     return args
 
 
+def scorer_args_problem(args: dict[str, Any]) -> str | None:
+    """What is wrong with the scorer's own --model-args (max_length, prefix_token_id, add_bos_token), if anything."""
+    max_length = args.get("max_length")
+    if max_length is not None and (type(max_length) is not int or max_length < 1):
+        return f"max_length must be a positive integer, got {max_length!r}"
+    prefix = args.get("prefix_token_id")
+    if prefix is not None and (type(prefix) is not int or prefix < 0):
+        return f"prefix_token_id must be a token id (an integer >= 0), got {prefix!r}"
+    add_bos = args.get("add_bos_token")
+    if add_bos is not None and type(add_bos) is not bool:
+        return f"add_bos_token must be true or false, got {add_bos!r}"
+    return None
+
+
 def _convert(value: str) -> Any:
     if value.lower() in ("true", "false"):
         return value.lower() == "true"
@@ -64,6 +78,9 @@ def _convert(value: str) -> Any:
 
 def resolve_model_source(name: str, model_args: str | None = None) -> ModelSource:
     args = parse_model_args(model_args)
+    problem = scorer_args_problem(args)
+    if problem:
+        raise ModelLoadError(f"--model-args {problem}")
     scorer_kwargs = {k: args.pop(k) for k in SCORER_ARGS if k in args}
     gguf_file = args.pop("gguf_file", None)
     if name in PACKAGED_MODELS:
@@ -106,8 +123,15 @@ def load_model(source: ModelSource, *, dtype: str = "auto", device: str = "cpu",
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load model '{source.name}' from {source.location}: {first_line}") from None
     model.eval()
+    try:
+        fingerprint = weights_fingerprint(source, model)
+    except OSError as exc:  # a weights-like file transformers did not need: unreadable, or a dangling link
+        raise ModelLoadError(
+            f"cannot read {exc.filename or 'a file'} in the folder of model '{source.name}' ({exc.strerror or exc}); "
+            "the score cache and baselines identify the weights by their files"
+        ) from None
     return LoadedModel(
-        source.name, model, tokenizer, weights_fingerprint(source, model), source.scorer_kwargs,
+        source.name, model, tokenizer, fingerprint, source.scorer_kwargs,
         "masked" if masked else "causal",
     )
 

@@ -4,6 +4,7 @@ A masked LM has no left-to-right probability of a sentence; it is scored by mask
 log P(token | the rest) over the scored tokens (Salazar et al. 2020, "Masked Language Model Scoring"). All masked
 copies of one sentence go through the model in ONE batched forward pass (one row per scored token, that token
 replaced by the mask token); row i's prediction at its masked position is exactly the one-mask-at-a-time value.
+`--batch-size N` puts the copies of N sentences in one pass (right-padded, padding masked from attention).
 
 A task picks the scored tokens with `modelbench.masked_protocol`:
 - `pll` (default): every token of the continuation (the choice), given the context and the rest of the continuation.
@@ -20,10 +21,10 @@ Memory: one forward pass holds (scored tokens × sequence length × vocabulary) 
 from __future__ import annotations
 
 import difflib
+import json
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -54,7 +55,14 @@ def resolve_masked_max_length(model, tokenizer) -> int:
 
 
 class MaskedLMScorer:
-    def __init__(self, model, tokenizer, *, device: str = "cpu", max_length: int | None = None):
+    """Pseudo-log-likelihoods of documents' choices. As for causal LMs (scoring/causal.py): `batch_size` sentences
+    (an integer, or 'auto' from free memory) go through the model together, each as its masked copies; `cache` (a
+    ScoreCache) with `fingerprint` (LoadedModel.fingerprint) reuses scores of earlier runs; `progress` (a line
+    sink) reports long scoring."""
+
+    def __init__(self, model, tokenizer, *, device: str = "cpu", max_length: int | None = None,
+                 batch_size: int | str = 1, cache=None, fingerprint: str | None = None,
+                 progress: Callable[[str], None] | None = None):
         if tokenizer.mask_token_id is None:
             raise ModelLoadError(
                 f"tokenizer {type(tokenizer).__name__} has no mask token, so the model cannot be scored as a masked LM "
@@ -65,6 +73,11 @@ class MaskedLMScorer:
         self.device = torch.device(device)
         self.mask_token_id = int(tokenizer.mask_token_id)
         self.max_length = max_length or resolve_masked_max_length(model, tokenizer)
+        self.batch_size = batch_size
+        self.cache = cache
+        self.fingerprint = fingerprint
+        self.progress = progress
+        self._namespaces: dict[str, str | None] = {}
 
     # --- tokenization -------------------------------------------------------------------------------------------
 
@@ -87,42 +100,58 @@ class MaskedLMScorer:
     # --- scoring ------------------------------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def token_logprobs(self, encoded: MaskedInput, positions: Sequence[int]) -> np.ndarray:
-        """log P(token at p | all other tokens) for each p, from ONE forward pass over len(positions) masked copies."""
-        if not positions:
-            return np.zeros(0)
-        rows = torch.arange(len(positions))
-        where = torch.tensor(list(positions), dtype=torch.long)
-        ids = torch.tensor(encoded.input_ids, dtype=torch.long)
-        batch = ids.repeat(len(positions), 1)
-        batch[rows, where] = self.mask_token_id
-        inputs = {"input_ids": batch.to(self.device), "attention_mask": torch.ones_like(batch).to(self.device)}
-        if encoded.token_type_ids is not None:
-            types = torch.tensor(encoded.token_type_ids, dtype=torch.long)
-            inputs["token_type_ids"] = types.repeat(len(positions), 1).to(self.device)
+    def units_logprobs(self, units: Sequence[tuple[MaskedInput, Sequence[int]]]) -> list[float]:
+        """Summed log-probabilities of several sentences' scored positions in ONE forward pass: every sentence
+        contributes its masked copies, right-padded to the longest sentence (padding is masked from attention)."""
+        rows = [(encoded, position) for encoded, positions in units for position in positions]
+        if not rows:
+            return [0.0] * len(units)
+        width = max(len(encoded.input_ids) for encoded, _ in rows)
+        pad = self.tokenizer.pad_token_id or 0
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        types = torch.zeros((len(rows), width), dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, (encoded, _) in enumerate(rows):
+            n = len(encoded.input_ids)
+            ids[r, :n] = torch.tensor(encoded.input_ids)
+            attention[r, :n] = 1
+            if encoded.token_type_ids is not None:
+                types[r, :n] = torch.tensor(encoded.token_type_ids)
+        where = torch.tensor([p for _, p in rows], dtype=torch.long)
+        targets = ids[torch.arange(len(rows)), where].clone()
+        ids[torch.arange(len(rows)), where] = self.mask_token_id
+        inputs = {"input_ids": ids.to(self.device), "attention_mask": attention.to(self.device)}
+        if any(encoded.token_type_ids is not None for encoded, _ in rows):
+            inputs["token_type_ids"] = types.to(self.device)
         logits = self.model(**inputs).logits
-        picked = logits[rows.to(logits.device), where.to(logits.device)].float()
-        logprobs = F.log_softmax(picked, dim=-1)
-        targets = ids[where].to(logprobs.device)
-        return logprobs[rows.to(logprobs.device), targets].double().cpu().numpy()
+        index = torch.arange(len(rows), device=logits.device)
+        logprobs = F.log_softmax(logits[index, where.to(logits.device)].float(), dim=-1)
+        values = logprobs[index, targets.to(logprobs.device)].double().cpu().numpy()
+        sums, start = [], 0
+        for _, positions in units:
+            sums.append(float(values[start:start + len(positions)].sum()))
+            start += len(positions)
+        return sums
 
     def pll(self, context: str, continuation: str, where: str = "request") -> float:
         """Pseudo-log-likelihood of every continuation token (protocol `pll`)."""
-        encoded = self._checked(self.encode(context, continuation), where)
-        return float(self.token_logprobs(encoded, encoded.continuation_positions).sum())
+        return self.units_logprobs([self._choice_unit(context, continuation, where)])[0]
 
     def pll_shared(self, context: str, continuations: Sequence[str], where: str = "document") -> list[float]:
         """CrowS-Pairs: pseudo-log-likelihood of the tokens both continuations share (protocol `pll_shared`)."""
+        return [self.units_logprobs([unit])[0] for unit in self._pair_units(context, continuations, where)]
+
+    def _choice_unit(self, context: str, continuation: str, where: str) -> tuple[MaskedInput, list[int]]:
+        encoded = self._checked(self.encode(context, continuation), where)
+        return encoded, list(encoded.continuation_positions)
+
+    def _pair_units(self, context: str, continuations: Sequence[str], where: str) -> list[tuple[MaskedInput, list[int]]]:
         if len(continuations) != 2:
             raise DocumentError(
                 f"{where}: masked_protocol pll_shared needs exactly 2 choices, got {len(continuations)}"
             )
         first, second = (self._checked(self.encode(context, c), where) for c in continuations)
-        positions_first, positions_second = shared_positions(first, second)
-        return [
-            float(self.token_logprobs(first, positions_first).sum()),
-            float(self.token_logprobs(second, positions_second).sum()),
-        ]
+        return list(zip((first, second), shared_positions(first, second)))
 
     def _checked(self, encoded: MaskedInput, where: str) -> MaskedInput:
         if len(encoded.input_ids) > self.max_length:
@@ -133,17 +162,64 @@ class MaskedLMScorer:
             raise DocumentError(f"{where}: a choice has no tokens to score")
         return encoded
 
-    def score_documents(self, documents: Sequence, protocol: str = "pll", where: str = "") -> list[list[float]]:
+    def units(self, doc, protocol: str, where: str) -> list[tuple[MaskedInput, list[int]]]:
+        """A document's sentences to score, one per choice: the encoded input and the positions masked in turn."""
+        if protocol == "pll_shared":
+            return self._pair_units(doc.context, doc.continuations, where)
+        return [self._choice_unit(doc.context, c, where) for c in doc.continuations]
+
+    def score_documents(self, documents: Sequence, protocol: str = "pll", where: str = "",
+                        label: str = "scoring") -> list[list[float]]:
+        from pytest_modelbench.scoring.cached import score_with_cache
+        from pytest_modelbench.scoring.progress import ScoringProgress
+
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown masked protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")
-        results = []
-        for doc in documents:
-            doc_where = f"{where}document {doc.doc_id}"
-            if protocol == "pll_shared":
-                results.append(self.pll_shared(doc.context, doc.continuations, doc_where))
-            else:
-                results.append([self.pll(doc.context, cont, doc_where) for cont in doc.continuations])
-        return results
+        sizes = [len(doc.continuations) for doc in documents]
+        owners = [(d, i) for d, size in enumerate(sizes) for i in range(size)]  # (document, choice) per request
+        namespace = self._cache_namespace(protocol)
+        keys = None
+        if namespace is not None:
+            from pytest_modelbench.scoring.score_cache import request_key
+
+            keys = [request_key(namespace, documents[d].context, _cache_continuation(documents[d], i, protocol))
+                    for d, i in owners]
+
+        def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
+            units_of: dict[int, list] = {}  # every document with a choice to compute is encoded (and checked) first
+            for d in sorted({owners[i][0] for i in todo}):
+                units_of[d] = self.units(documents[d], protocol, f"{where}document {documents[d].doc_id}")
+            pending = [units_of[owners[i][0]][owners[i][1]] for i in todo]
+            step = self._units_per_batch(pending)
+            for start in range(0, len(pending), step):
+                chunk = list(range(start, min(start + step, len(pending))))
+                on_done(chunk, self.units_logprobs([pending[j] for j in chunk]))
+
+        values = score_with_cache(len(owners), keys, self.cache, ScoringProgress(self.progress, label, sizes), compute)
+        per_document, start = [], 0
+        for size in sizes:
+            per_document.append(values[start:start + size])
+            start += size
+        return per_document
+
+    def _units_per_batch(self, units: Sequence[tuple[MaskedInput, Sequence[int]]]) -> int:
+        if self.batch_size != "auto":
+            return int(self.batch_size)
+        from pytest_modelbench.scoring.causal import auto_batch_size
+
+        longest = max((len(encoded.input_ids) for encoded, _ in units), default=1)
+        copies = max((len(positions) for _, positions in units), default=1) or 1
+        return max(1, auto_batch_size(self.model, longest) // copies)
+
+    def _cache_namespace(self, protocol: str) -> str | None:
+        if protocol not in self._namespaces:
+            from pytest_modelbench.scoring.cached import cache_namespace
+
+            self._namespaces[protocol] = cache_namespace(
+                self.cache, self.fingerprint, self.model, self.tokenizer, device=self.device.type,
+                max_length=self.max_length, path="masked", masked_protocol=protocol,
+            )
+        return self._namespaces[protocol]
 
     def for_task(self, prepared) -> "TaskBoundMaskedScorer":
         return TaskBoundMaskedScorer(self, prepared)
@@ -164,6 +240,13 @@ def shared_positions(first: MaskedInput, second: MaskedInput) -> tuple[list[int]
     return positions_first, positions_second
 
 
+def _cache_continuation(doc, choice: int, protocol: str) -> str:
+    """What a cached score depends on besides the context: under pll_shared, both sentences of the pair."""
+    if protocol == "pll_shared":
+        return json.dumps([list(doc.continuations), choice], ensure_ascii=False)
+    return doc.continuations[choice]
+
+
 class TaskBoundMaskedScorer:
     """The evaluation's Scorer for one prepared task: masked scoring needs whole documents, not loose requests."""
 
@@ -178,6 +261,6 @@ class TaskBoundMaskedScorer:
             raise ValueError("a masked-LM scorer bound to a task scores that task's documents, in order")
         config = self.prepared.config
         per_document = self.scorer.score_documents(
-            documents, config.masked_protocol, where=f"{config.source}: task '{config.task}', "
+            documents, config.masked_protocol, where=f"{config.source}: task '{config.task}', ", label=config.task
         )
         return [value for values in per_document for value in values]

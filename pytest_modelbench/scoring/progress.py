@@ -11,6 +11,7 @@ the score cache are counted as done but do not inflate the rate. Interval: `$MOD
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -23,10 +24,17 @@ DEFAULT_INTERVAL_S = 10.0
 
 
 def default_interval() -> float:
-    try:
-        return float(os.environ.get(INTERVAL_ENV, DEFAULT_INTERVAL_S))
-    except ValueError:
+    """Seconds between progress lines, from the environment; a bad value is a ValueError naming the variable."""
+    raw = os.environ.get(INTERVAL_ENV)
+    if raw is None:
         return DEFAULT_INTERVAL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not value >= 0 or math.isinf(value):
+        raise ValueError(f"${INTERVAL_ENV} must be a number of seconds >= 0 (0 turns progress off), got {raw!r}")
+    return value
 
 
 def stderr_sink(line: str) -> None:

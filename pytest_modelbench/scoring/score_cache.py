@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import sqlite3
@@ -65,16 +66,26 @@ class ScoreCache:
         if not keys or not self.enabled:
             return found
         unique = list(dict.fromkeys(keys))
+        unusable = 0
 
         def read(connection: sqlite3.Connection) -> None:
+            nonlocal unusable
             for start in range(0, len(unique), _CHUNK):
                 chunk = unique[start:start + _CHUNK]
                 marks = ",".join("?" * len(chunk))
                 for key, value in connection.execute(f"SELECT key, value FROM scores WHERE key IN ({marks})", chunk):
-                    found[bytes(key)] = float(value)
+                    if isinstance(value, (int, float)) and math.isfinite(value):
+                        found[bytes(key)] = float(value)
+                    else:  # written by something else (SQLite does not enforce column types): score it again
+                        unusable += 1
 
         if self._run(read, "read") is False:
             return {}
+        if unusable:
+            warnings.warn(
+                f"pytest-modelbench: score cache {self.path}: {unusable} row(s) hold a value that is not a finite "
+                "number; recomputing them", stacklevel=2,
+            )
         self.hits += sum(1 for key in keys if key in found)
         self.misses += sum(1 for key in keys if key not in found)
         return found

@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from pytest_modelbench.document_rules import DocumentRules
-from pytest_modelbench.errors import TaskConfigError
+from pytest_modelbench.errors import TaskCodeError, TaskConfigError
+from pytest_modelbench.tasks.templates import template_problem
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, read_yaml_file
 
 # lm-eval keys that this engine does not implement: refusing them beats silently scoring something else.
@@ -89,6 +91,17 @@ class TaskConfig:
         return self.fewshot_split or self.training_split or self.validation_split or self.test_split
 
 
+def gate_value_problem(key: str, value: Any) -> str | None:
+    """What is wrong with a gate tolerance value (YAML `modelbench.gate` or a --gate-* option), if anything."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"must be a number, got {value!r}"
+    if key == "alpha" and not 0 < value < 1:
+        return f"must lie strictly between 0 and 1, got {value!r}"
+    if key != "alpha" and value < 0:
+        return f"must be >= 0, got {value!r}"
+    return None
+
+
 def is_task_file(path: Path) -> bool:
     """A YAML that defines one task: it has a string `task` key and no `group` key (lm-eval's rule)."""
     try:
@@ -125,6 +138,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
             raise TaskConfigError(f"{path}: key '{key}' is required for a multiple_choice task")
     if raw.get("doc_to_target") is None:
         raise TaskConfigError(f"{path}: key 'doc_to_target' is required for a multiple_choice task")
+    _check_value_types(raw, path)
 
     def resolve(key: str, value: Any) -> Any:
         if isinstance(value, FunctionRef):
@@ -140,6 +154,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     sampler = fewshot.get("sampler", "default")
     if sampler not in _SAMPLERS:
         raise TaskConfigError(f"{path}: key 'fewshot_config.sampler': unknown sampler {sampler!r} (use default or first_n)")
+    _check_value_types(fewshot, path, prefix="fewshot_config.")
     overrides = {k: resolve(f"fewshot_config.{k}", v) for k, v in fewshot.items() if k not in ("sampler", "split")}
 
     tag = raw.get("tag") or ()
@@ -156,15 +171,21 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     modelbench = raw.get("modelbench") or {}
     if not isinstance(modelbench, dict) or set(modelbench) - _MODELBENCH_KEYS:
         raise TaskConfigError(f"{path}: key 'modelbench' may only hold {sorted(_MODELBENCH_KEYS)}")
+    if not isinstance(modelbench.get("category_field"), (str, type(None))):
+        raise TaskConfigError(f"{path}: key 'modelbench.category_field' must be a field name")
     gate = modelbench.get("gate") or {}
     if not isinstance(gate, dict) or set(gate) - _GATE_KEYS:
         raise TaskConfigError(f"{path}: key 'modelbench.gate' may only hold {sorted(_GATE_KEYS)}")
+    for key, value in gate.items():
+        problem = gate_value_problem(key, value)
+        if problem:
+            raise TaskConfigError(f"{path}: key 'modelbench.gate.{key}' {problem}")
 
     num_fewshot = raw.get("num_fewshot")
     if num_fewshot is not None and (not isinstance(num_fewshot, int) or num_fewshot < 0):
         raise TaskConfigError(f"{path}: key 'num_fewshot' must be a non-negative integer")
 
-    return TaskConfig(
+    config = TaskConfig(
         task=task,
         source=path,
         tag=tuple(tag),
@@ -196,6 +217,47 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         gate=GateTolerance(**gate),
         config_hash=_config_hash(raw),
     )
+    if config.eval_split is None:
+        raise TaskConfigError(f"{path}: task '{task}' needs 'test_split' or 'validation_split'")
+    return config
+
+
+# What each templated key may hold (a `!function` is allowed wherever a template is); a string is a Jinja2 template
+# or a field name, and is compiled here so that a syntax error is reported at collection.
+_TEMPLATE_KINDS = {
+    "doc_to_text": (str,),  # lm-eval's integer doc_to_text (multiple-input tasks) is not supported
+    "doc_to_target": (str, int, list),
+    "doc_to_choice": (str, list, dict),
+    "description": (str,),
+}
+_STRING_KEYS = (
+    "target_delimiter", "fewshot_delimiter", "task_alias", "dataset_path", "dataset_name", "training_split",
+    "validation_split", "test_split", "fewshot_split", "split",
+)
+
+
+def _check_value_types(block: dict[str, Any], path: Path, prefix: str = "") -> None:
+    """Types of the templated and string keys, template syntax, and non-empty target and choice lists."""
+    for key, kinds in _TEMPLATE_KINDS.items():
+        value = block.get(key)
+        if value is None or isinstance(value, FunctionRef):
+            continue
+        label = f"{prefix}{key}"
+        if not isinstance(value, kinds) or (isinstance(value, bool) and key != "doc_to_target"):
+            names = " or ".join("a string" if k is str else f"a {k.__name__}" for k in kinds)
+            raise TaskConfigError(f"{path}: key '{label}' must be {names} (or !function), got {value!r}")
+        if isinstance(value, (list, dict)) and not value:
+            raise TaskConfigError(f"{path}: key '{label}' is an empty {type(value).__name__}")
+        if isinstance(value, str):
+            problem = template_problem(value)
+            if problem:
+                raise TaskConfigError(f"{path}: key '{label}': {problem}")
+    for key in _STRING_KEYS:
+        value = block.get(key)
+        if value is not None and not isinstance(value, str):
+            raise TaskConfigError(f"{path}: key '{prefix}{key}' must be a string, got {value!r}")
+    if "process_docs" in block and not isinstance(block["process_docs"], FunctionRef):
+        raise TaskConfigError(f"{path}: key '{prefix}process_docs' must be a '!function module.name' reference")
 
 
 def _string_list(block: dict[str, Any], key: str, path: Path) -> tuple[str, ...] | None:
@@ -246,12 +308,29 @@ def _metric_specs(metric_list: Any, path: Path) -> tuple[MetricSpec, ...]:
     for i, entry in enumerate(metric_list):
         if not isinstance(entry, dict) or not isinstance(entry.get("metric"), str):
             raise TaskConfigError(f"{path}: key 'metric_list[{i}]' needs a 'metric' name")
+        aggregation = entry.get("aggregation", "mean")
+        if aggregation != "mean":  # the engine would report the mean anyway: refuse rather than mislabel
+            raise TaskConfigError(f"{path}: key 'metric_list[{i}].aggregation': only 'mean' is supported, got {aggregation!r}")
         options = {k: v for k, v in entry.items() if k not in ("metric", "aggregation", "higher_is_better")}
         specs.append(MetricSpec(entry["metric"], entry.get("aggregation", "mean"), entry.get("higher_is_better"), options))
     return tuple(specs)
 
 
-def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: bool) -> Callable[..., Any]:
+@dataclass(frozen=True)
+class TaskFunction:
+    """A resolved `!function`: calls the task's own code; an exception inside it becomes a TaskCodeError naming it."""
+
+    dotted_name: str
+    function: Callable[..., Any]
+
+    def __call__(self, *args: Any) -> Any:
+        try:
+            return self.function(*args)
+        except Exception as exc:  # user code: reported with its name, never as a traceback
+            raise TaskCodeError(f"!function {self.dotted_name} raised {type(exc).__name__}: {exc}") from None
+
+
+def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: bool) -> TaskFunction:
     if not allow_task_code:
         raise TaskConfigError(
             f"{path}: key '{key}' uses '!function {ref.dotted_name}', which runs Python code from the suite "
@@ -265,9 +344,12 @@ def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: b
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-        return getattr(module, attr)
+        function = getattr(module, attr)
     except Exception as exc:  # user code: any failure is reported, not raised as a traceback
         raise TaskConfigError(f"{path}: key '{key}': cannot load {ref.dotted_name}: {exc}") from None
+    if not callable(function):
+        raise TaskConfigError(f"{path}: key '{key}': {ref.dotted_name} is not a function")
+    return TaskFunction(ref.dotted_name, function)
 
 
 def _config_hash(raw: dict[str, Any]) -> str:

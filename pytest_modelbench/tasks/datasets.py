@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_modelbench.errors import DatasetError
+from pytest_modelbench.errors import DatasetError, TaskCodeError
 from pytest_modelbench.tasks.config import TaskConfig
 
 DATA_DIR_ENV = "MODELBENCH_DATA_DIR"
@@ -69,7 +69,12 @@ def load_split(config: TaskConfig, split: str, data_dir: Path | None) -> Split:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DatasetError(f"{where}: cannot load split '{split}' of dataset '{kwargs['path']}'{hint}: {message}") from None
     if config.process_docs is not None:
-        dataset = config.process_docs(dataset)
+        try:
+            dataset = config.process_docs(dataset)
+        except TaskCodeError as exc:
+            raise DatasetError(f"{where}: process_docs {exc} (split '{split}')") from None
+        if not hasattr(dataset, "column_names"):
+            raise DatasetError(f"{where}: process_docs must return a datasets.Dataset, got {type(dataset).__name__}")
     docs = list(dataset)
     return Split(split, docs, set(dataset.column_names), documents_fingerprint(docs))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_modelbench.errors import TaskConfigError
+from pytest_modelbench.errors import DatasetError, TaskConfigError
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.datasets import Split, load_split
 from pytest_modelbench.tasks.requests import DocumentRequests, FewshotSampler, RequestBuilder
@@ -35,6 +35,9 @@ def prepare_task(
         raise TaskConfigError(f"{config.source}: task '{config.task}' needs 'test_split' or 'validation_split'")
     eval_split = load_split(config, eval_split_name, data_dir)
     docs = eval_split.docs if limit is None else eval_split.docs[:limit]
+    if not docs:  # the gate would compare nothing and pass
+        after = " (after process_docs and the modelbench row rules)" if config.process_docs is not None else ""
+        raise DatasetError(f"{config.source}: task '{config.task}': split '{eval_split_name}' has no documents{after}")
 
     shots_per_doc = effective_num_fewshot(config, num_fewshot)
     sampler = _fewshot_sampler(config, shots_per_doc, eval_split, data_dir)

@@ -7,15 +7,36 @@ import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tests.plugin.gate_project import _one_torch_thread, bad_model  # noqa: F401 - fixtures
+import pytest
+
+from tests.fixtures.bias_probe import CROWS, STEREOSET
+from tests.plugin.gate_project import _one_torch_thread, bad_model, gate_entries  # noqa: F401 - fixtures
 
 REPO = Path(__file__).resolve().parents[2]
+CROWS_FILE = f"{CROWS[1]}/{CROWS[2]}.jsonl"
+STEREOSET_FILE = f"{STEREOSET[1]}/{STEREOSET[2]}.jsonl"
 
 
-def test_bias_tasks_record_pass_and_gate_a_worse_model(pytester, tiny_model, bad_model, data_mirror):
+@pytest.fixture(scope="module")
+def bias_probe_mirror(tiny_model, bad_model, data_mirror, tmp_path_factory) -> Path:
+    """CrowS-Pairs English and StereoSet intrasentence rows on which bad_model is worse by construction."""
+    import torch
+
+    from tests.fixtures.bias_probe import build_bias_probe_mirror
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return build_bias_probe_mirror(tiny_model, bad_model, REPO / "suites" / "bias", data_mirror,
+                                       tmp_path_factory.mktemp("bias_probe"))
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_bias_tasks_record_pass_and_gate_a_worse_model(pytester, tiny_model, bad_model, bias_probe_mirror):
     shutil.copytree(REPO / "suites" / "bias", pytester.path / "suites" / "bias")
     pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
-    common = ("-p", "no:cacheprovider", f"--data-dir={data_mirror}", "--limit=60", "-k",
+    common = ("-p", "no:cacheprovider", f"--data-dir={bias_probe_mirror}", "-k",
               "crows_pairs_english or stereoset_intrasentence")
 
     result = pytester.runpytest(f"--model={tiny_model}", *common, "--snapshot-update")
@@ -29,6 +50,7 @@ def test_bias_tasks_record_pass_and_gate_a_worse_model(pytester, tiny_model, bad
     assert stereoset["metrics"]["ss"]["ideal"] == 0.5
     crows = json.loads((folder / "crows_pairs_english.json").read_text())
     assert crows["metrics"]["pct_stereotype"] == {"direction": "ideal", "ideal": 0.5, "binary": True}
+    assert crows["scores"]["overall"]["pct_stereotype"]["value"] == 0.5  # the probe's construction
 
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest(f"--model={tiny_model}", *common, f"--junitxml={junit}")
@@ -39,15 +61,26 @@ def test_bias_tasks_record_pass_and_gate_a_worse_model(pytester, tiny_model, bad
         for prop in case.iter("property"):
             if prop.get("name").startswith("modelbench.gate."):
                 tests[prop.get("name")] = json.loads(prop.get("value"))["test"]
-    for key in ("modelbench.gate.icat", "modelbench.gate.ss[gender]", "modelbench.gate.pct_stereotype[race-color]"):
+    for key in ("modelbench.gate.icat", "modelbench.gate.ss", "modelbench.gate.pct_stereotype"):
         assert tests[key] == "bootstrap"  # ideal points and aggregates are bootstrapped, never McNemar
-    assert "modelbench.gate.ss[religion]" not in tests  # an empty category has nothing to compare
-    assert len(tests) == 20 + 12
+    crows_categories = {json.loads(line)["bias_type"] for line in (bias_probe_mirror / CROWS_FILE).open()}
+    stereo_categories = {json.loads(line)["bias_type"] for line in (bias_probe_mirror / STEREOSET_FILE).open()}
+    # every stored metric is judged overall and in every category with documents: none is left out
+    assert len(tests) == 2 * (1 + len(crows_categories)) + 3 * (1 + len(stereo_categories))
 
-    # another random model: whatever the verdicts, every entry is judged and the baselines stay untouched
+    # the worse model: the item of each task fails on the entries the probe made worse; baselines stay untouched
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    result = pytester.runpytest(f"--model={bad_model}", *common)
-    assert result.ret in (0, 1)
-    result.stdout.fnmatch_lines(["*modelbench gate (baseline 'default')*", "*2 task(s):*"])
+    result = pytester.runpytest(f"--model={bad_model}", *common, f"--junitxml={junit}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=2, deselected=2)
+    entries = gate_entries(junit)
+    assert entries["crows_pairs_english"][("pct_stereotype", None)] == "regressed"
+    assert entries["stereoset_intrasentence"][("lms", None)] == "regressed"
+    assert entries["stereoset_intrasentence"][("icat", None)] == "regressed"
+    result.stdout.fnmatch_lines_random([
+        "*task 'crows_pairs_english' regressed against baseline 'default'*",
+        "*task 'stereoset_intrasentence' regressed against baseline 'default'*",
+        "pct_stereotype*(all)*40*0.5000*1.0000*-0.5000*regressed",
+    ])
     assert "Traceback" not in result.stdout.str()
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

@@ -58,22 +58,35 @@ def test_bangla_suite_runs_on_fixtures(pytester, tiny_model, tmp_path):
     result.assert_outcomes(passed=5)
 
 
-def test_broken_yaml_fails_alone_and_others_still_run(pytester, tiny_model, data_mirror):
+def test_static_task_errors_are_collection_errors_naming_file_and_key(pytester, tiny_model, data_mirror):
     pytester.makefile(".yaml", good=GOOD_TASK.format(name="good"))
     pytester.makefile(".yaml", broken="task: broken\ndoc_to_text: [unclosed\n")
     pytester.makefile(".yaml", unknown=GOOD_TASK.format(name="unknown") + "shots: 3\n")
     pytester.makefile(".yaml", cycle="include: cycle.yaml\ntask: cycle\n")
     pytester.makefile(".yaml", metric=GOOD_TASK.format(name="metric") + "metric_list:\n  - metric: bleu\n")
-    result = run(pytester, tiny_model, data_mirror, "good.yaml", "broken.yaml", "unknown.yaml", "cycle.yaml",
-                 "metric.yaml")
-    result.assert_outcomes(passed=1, failed=4)
-    result.stdout.fnmatch_lines_random([
+    pytester.makefile(".yaml", syntax=GOOD_TASK.format(name="syntax").replace("{{question}}", "{{question}"))
+    pytester.makefile(".yaml", margin=GOOD_TASK.format(name="margin") + "modelbench:\n  gate:\n    alpha: 1.5\n")
+    pytester.makefile(".yaml", delimiter=GOOD_TASK.format(name="delimiter") + "target_delimiter: 7\n")
+    files = ["good.yaml", "broken.yaml", "unknown.yaml", "cycle.yaml", "metric.yaml", "syntax.yaml", "margin.yaml",
+             "delimiter.yaml"]
+    expected = [
         "*broken.yaml: malformed YAML*",
         "*unknown.yaml: unknown key 'shots'*",
         "*cycle.yaml: include cycle*",
         "*metric.yaml: unknown metric 'bleu'*",
-    ])
-    assert "Traceback" not in result.stdout.str()
+        "*syntax.yaml: key 'doc_to_text': template error (line 1): *",
+        "*margin.yaml: key 'modelbench.gate.alpha' must lie strictly between 0 and 1, got 1.5",
+        "*delimiter.yaml: key 'target_delimiter' must be a string, got 7",
+    ]
+    for args in (["--collect-only"], []):  # a lint step without a model, and a run without --model
+        result = pytester.runpytest(*args, *files)
+        assert result.ret == pytest.ExitCode.INTERRUPTED
+        result.assert_outcomes(errors=7)
+        result.stdout.fnmatch_lines_random(expected)
+        assert "Traceback" not in result.stdout.str()
+    # pytest's own switch lets the good tasks run anyway
+    result = run(pytester, tiny_model, data_mirror, "--continue-on-collection-errors", *files)
+    result.assert_outcomes(passed=1, errors=7)
 
 
 def test_document_errors_name_the_document(pytester, tiny_model, data_mirror):
@@ -111,14 +124,50 @@ def test_model_that_cannot_be_loaded(pytester, data_mirror, tmp_path):
 
 
 
-@pytest.mark.parametrize("plain", [False, True])
-def test_plain_scoring_option_selects_lm_evals_procedure(pytester, tiny_model, data_mirror, arc_suite, plain):
-    from pytest_modelbench.runner import BenchRunner, RunOptions
+def one_request_at_a_time(loaded, requests) -> list[float]:
+    """lm-eval's procedure written out for batch size 1: one forward pass per request, no padding, summed
+    log-softmax at the continuation's positions (the tokenization seam is the engine's, CausalTokenizer)."""
+    import torch
 
+    from pytest_modelbench.scoring.causal import CausalTokenizer
+
+    encoder, values = CausalTokenizer(loaded.tokenizer), []
+    with torch.inference_mode():
+        for context, continuation in requests:
+            encoded = encoder.encode_pair(context, continuation)
+            tokens = (encoded.context + encoded.continuation)[:-1]
+            logits = loaded.model(torch.tensor([tokens])).logits[0, len(tokens) - len(encoded.continuation):]
+            logprobs = torch.log_softmax(logits, dim=-1)
+            values.append(float(logprobs.gather(-1, torch.tensor(encoded.continuation).unsqueeze(-1)).sum()))
+    return values
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_plain_scoring_option_selects_lm_evals_procedure(pytester, tiny_model, tiny_loaded, data_mirror, arc_suite,
+                                                         plain, monkeypatch):
+    from pytest_modelbench.scoring.prefix_sharing import PrefixSharingRunner
+
+    shared_prefix_batches = []
+    score = PrefixSharingRunner.score
+
+    def counting(self, *args, **kwargs):
+        shared_prefix_batches.append(len(args[0]))
+        return score(self, *args, **kwargs)
+
+    monkeypatch.setattr(PrefixSharingRunner, "score", counting)
     extra = ["--plain-scoring"] if plain else []
     out = pytester.path / "results.json"
-    run(pytester, tiny_model, data_mirror, "arc_mt", "-k", "fi", "--no-cache", f"--results-json={out}",
-        *extra).assert_outcomes(passed=1)
-    assert json.loads(out.read_text())["config"]["shared_prefixes"] is not plain
-    scorer = BenchRunner(RunOptions(model=str(tiny_model), shared_prefixes=not plain)).scorer()
-    assert scorer.fast is not plain
+    run(pytester, tiny_model, data_mirror, "arc_mt", "-k", "fi", "--no-cache", "--batch-size=1", "--log-samples",
+        f"--results-json={out}", *extra).assert_outcomes(passed=1)
+    document = json.loads(out.read_text())
+    assert document["config"]["shared_prefixes"] is not plain
+    # the shared-prefix path ran exactly when --plain-scoring was not given
+    assert bool(shared_prefix_batches) is not plain
+    samples = document["samples"]["arc_challenge_mt_fi"]
+    requests = [tuple(request) for sample in samples for request in sample["requests"]]
+    values = [value for sample in samples for value in sample["loglikelihoods"]]
+    expected = one_request_at_a_time(tiny_loaded, requests)
+    if plain:
+        assert values == expected  # lm-eval's procedure: bit for bit
+    else:
+        assert values == pytest.approx(expected, abs=1e-4)

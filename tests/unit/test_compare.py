@@ -200,8 +200,9 @@ def test_aggregate_metrics_are_stored_and_bootstrapped_with_their_documents():
     ss_gender = entries(comparison)[("ss", "gender")]
     assert ss_gender.test == "bootstrap" and ss_gender.candidate > 0.85 and ss_gender.delta < -0.3
     assert entries(comparison)[("lms", "gender")].verdict is Verdict.PASS  # lms did not move
-    # without the documents the aggregate metrics cannot be re-applied: they are left out, never guessed
-    assert compare(parsed, record(worse_eval), TOL).entries == ()
+    # without the documents the aggregate metrics cannot be re-applied: an error, never a comparison without them
+    with pytest.raises(ValueError, match="needs the candidate's documents"):
+        compare(parsed, record(worse_eval), TOL)
 
 
 def test_enough_resamples_for_holm_over_many_categories():

@@ -16,6 +16,7 @@ import datasets  # noqa: F401  pytester's in-process runs cannot import datasets
 import pytest
 import torch
 
+from pytest_modelbench.errors import RequestError
 from pytest_modelbench.scoring import prefix_sharing
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.scoring.prefix_sharing import PrefixSharingRunner, plan_requests
@@ -203,7 +204,7 @@ def test_unsupported_attention_is_refused_without_running(tiny_loaded, monkeypat
 def test_empty_continuation_is_an_error_on_both_paths(tiny_loaded):
     for is_fast in (True, False):
         scorer = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, fast=is_fast)
-        with pytest.raises(ValueError, match="empty continuation"):
+        with pytest.raises(RequestError, match="request 1: the continuation is empty after tokenization"):
             scorer.loglikelihood([("Question:", " yes"), ("Question:", "")])
 
 

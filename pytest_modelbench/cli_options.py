@@ -1,0 +1,83 @@
+"""Command-line values checked before anything is collected or scored: a bad value is a usage error naming the option.
+
+The pytest layer calls these from pytest_configure, so a run that would fail (or silently score something else)
+after minutes of scoring stops at once instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_modelbench.atomic_files import write_text_atomic
+from pytest_modelbench.errors import ModelLoadError
+from pytest_modelbench.scoring.loading import parse_model_args, scorer_args_problem
+from pytest_modelbench.scoring.progress import default_interval
+
+
+def batch_size(value: str) -> int | str:
+    """`--batch-size`: a positive integer (ASCII digits) or 'auto'."""
+    if value == "auto":
+        return value
+    if value.isascii() and value.isdigit() and int(value) > 0:
+        return int(value)
+    raise pytest.UsageError(f"--batch-size must be a positive integer or 'auto', got {value!r}")
+
+
+def count(option: str, value: int | None, minimum: int) -> int | None:
+    """An integer option that may be absent: `--limit` (at least 1), `--num-fewshot` (at least 0)."""
+    if value is not None and value < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise pytest.UsageError(f"{option} must be {kind}, got {value}")
+    return value
+
+
+def model_args(value: str | None) -> str | None:
+    """`--model-args`: key=value pairs, with the scorer's own keys of the right type and range."""
+    try:
+        problem = scorer_args_problem(parse_model_args(value))
+    except ModelLoadError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if problem:
+        raise pytest.UsageError(f"--model-args {problem}")
+    return value
+
+
+def check_progress_interval() -> None:
+    """$MODELBENCH_PROGRESS_INTERVAL, read by every scorer later on."""
+    try:
+        default_interval()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def output_path(option: str, value: str | None, base: Path) -> Path | None:
+    """A file the run writes at its end (`--results-json`, `--md-report`): its folder must be creatable and writable
+    now, so that a long run does not end without its results."""
+    if not value:
+        return None
+    path = base / value
+    if path.is_dir():
+        raise pytest.UsageError(f"{option} {value}: is a folder, expected a file path")
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise pytest.UsageError(f"{option} {value}: cannot create the file, {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"{option} {value}: folder {folder} is not writable")
+    return path
+
+
+def write_output(session: pytest.Session, option: str, path: Path, text: str) -> None:
+    """Write an output file at the end of the run; a failure is reported as one line and fails the run."""
+    try:
+        write_text_atomic(path, text)
+    except OSError as exc:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = f"modelbench: {option} {path}: cannot write the file ({exc.strerror or exc})"
+        if reporter is not None:
+            reporter.write_line(message, red=True, bold=True)
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR

@@ -1,0 +1,66 @@
+"""Scoring around the persistent score cache, the same for every scorer: cached values are read, the rest are
+computed in batches, progress counts both, and computed values are written back every few seconds and when
+scoring ends or is interrupted (so a re-run does not recompute them)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Sequence
+
+from pytest_modelbench.scoring.progress import ScoringProgress
+
+FLUSH_INTERVAL_S = 5.0
+# compute(todo, on_done): scores the requests at indices `todo`, calling on_done(positions in todo, values) per batch.
+Compute = Callable[[list[int], Callable[[list[int], list[float]], None]], None]
+
+
+def cache_namespace(cache, fingerprint: str | None, model, tokenizer, **settings: Any) -> str | None:
+    """The cache key's model and settings part; None when there is no cache or the weights cannot be identified."""
+    if cache is None or not getattr(cache, "enabled", False):
+        return None
+    if not fingerprint or fingerprint.endswith("@unknown"):
+        return None
+    from pytest_modelbench.scoring.score_cache import scoring_namespace, tokenizer_fingerprint, weights_digest
+
+    return scoring_namespace(
+        model=fingerprint, weights=weights_digest(model), tokenizer=tokenizer_fingerprint(tokenizer),
+        dtype=str(next(model.parameters()).dtype), **settings,
+    )
+
+
+def score_with_cache(n: int, keys: Sequence[bytes] | None, cache, progress: ScoringProgress,
+                     compute: Compute) -> list[float]:
+    """Values of `n` requests: those whose key (`keys`; None: no cache) is cached, the rest from `compute`."""
+    results: list[float | None] = [None] * n
+    if keys is not None:
+        found = cache.get_many(keys)
+        hits = [i for i, key in enumerate(keys) if key in found]
+        for i in hits:
+            results[i] = found[keys[i]]
+        progress.requests_done(hits, computed=False)
+    todo = [i for i, value in enumerate(results) if value is None]
+    pending: list[tuple[bytes, float]] = []
+    last_flush = time.monotonic()
+
+    def on_done(local: list[int], values: list[float]) -> None:
+        nonlocal last_flush
+        indices = [todo[j] for j in local]
+        for i, value in zip(indices, values):
+            results[i] = value
+            if keys is not None and math.isfinite(value):  # a NaN is an error for the evaluation, never a score
+                pending.append((keys[i], value))
+        if pending and time.monotonic() - last_flush > FLUSH_INTERVAL_S:
+            cache.put_many(pending)
+            pending.clear()
+            last_flush = time.monotonic()
+        progress.requests_done(indices)
+
+    try:
+        if todo:
+            compute(todo, on_done)
+    finally:
+        if pending:
+            cache.put_many(pending)
+    progress.finish()
+    return results  # type: ignore[return-value]
