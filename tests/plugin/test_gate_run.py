@@ -57,6 +57,9 @@ def test_worse_model_fails_with_the_category_table(pytester, tiny_model, bad_mod
         "acc*(all)*40*1.0000*0.5000*-0.5000*0.0100*<0.0001*regressed",
         "acc*agree*20*1.0000*1.0000*+0.0000*0.0100*1.0000*pass",
         "*1 snapshot failed.*",
+        "*false blocks: at most 0.05 for the 1 gated task(s) together when nothing regressed past its margin*",
+        "task*gate*detail*caught at 80%",
+        "gate_probe*regressed*acc ?disagree? -1.0000*acc 0.2*",  # 0.01 + (z_0.975 + z_0.8) × 0.08
     ])
     assert "Traceback" not in result.stdout.str()
     text = md.read_text()
