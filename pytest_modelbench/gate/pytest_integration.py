@@ -3,6 +3,10 @@
 plugin.py makes three calls: `add_options` (pytest_addoption), `configure` (pytest_configure; registers
 `GateSession`, which holds the session hooks) and `check_item` (TaskItem.runtest, after the evaluation).
 
+Error control: `GateSession` counts the task items collected (`pytest_collection_finish`) and every item is gated at
+--gate-alpha / that count (--gate-error-control=session, the default) or at --gate-alpha (=task); see
+docs/baseline-gate.md, "Error rates". Margins are resolved per metric by `GateSession.tolerance`.
+
 Outcome of a task item (the gate is active, see `GateSession.active`):
   PASS, IMPROVED, INCONCLUSIVE entries   → the item passes; improvements and inconclusive entries (with their
                                            minimum detectable effect) are reported in the terminal summary

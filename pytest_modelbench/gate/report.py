@@ -245,7 +245,7 @@ def terminal_lines(results: Sequence[GateResult], max_entries: int = 8) -> list[
             if e["verdict"] == Verdict.INCONCLUSIVE.value:
                 lines.append(
                     f"  inconclusive  {_entry_label(e)}: n={e['n']}, delta {format_delta(e['delta'])}, "
-                    f"margin {format_number(e['margin'])}; a change smaller than {format_number(e['mde'])} "
+                    f"margin {format_number(e['margin'])}; a regression smaller than {format_number(e['mde'])} "
                     "would likely go unseen (passes)"
                 )
             else:
