@@ -321,7 +321,7 @@ def holm_weights(categories: Sequence[str | None]) -> list[float]:
 
     The overall entries share OVERALL_SHARE, the category entries the rest, equally within each; without categories
     the overall entries share everything. The overall entries are the release question ("did the task regress?")
-    and keep most of their power; the categories still get a share of their own, so that a regression hidden in
+    and are sure of half the task's level; the categories hold a share of their own, so that a regression hidden in
     one or two categories can block even when the overall entry cannot see it.
     """
     overall = sum(c is None for c in categories)
