@@ -13,7 +13,8 @@ Layout (abridged)::
       "format": "pytest-modelbench-baseline/1",
       "task": "bangla_mmlu", "suite": "bangla", "baseline_name": "default",
       "provenance": {"model": "org/ckpt-v1", "model_fingerprint": "hub:org/ckpt-v1@3f2a...", ...},
-      "gate": {"absolute_margin": 0.01, "relative_margin": 0.0, "alpha": 0.05},
+      "gate": {"absolute_margin": 0.01, "relative_margin": 0.0, "alpha": 0.05, "tasks": 21,
+               "metric_margins": {"acc": {"absolute": 0.01, "relative": 0.0}}},
       "metrics": {"acc": {"direction": "higher", "ideal": null, "binary": true}},
       "category_field": "subject",
       "scores": {"overall": {"acc": {"value": 0.41, "stderr": 0.02, "n": 500}},
@@ -45,7 +46,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from pytest_modelbench.errors import BaselineError
-from pytest_modelbench.metrics.registry import Direction
+from pytest_modelbench.metrics.registry import Direction, Margin
 
 FORMAT = "pytest-modelbench-baseline/1"
 CATEGORY_COLUMN = "category"
@@ -86,14 +87,28 @@ class Summary:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """The resolved gate tolerance: effective margin = max(absolute, relative × |baseline value|)."""
+    """The resolved gate settings of one task.
+
+    Margins: `metric_margins` per metric (the gate resolves one for every metric of the task); a metric without one
+    gets max(absolute_margin, relative_margin × |baseline value|).
+    Error rate: `alpha` is the false-block rate shared by `tasks` gated tasks (the session's, or 1 under per-task
+    control), so each task is tested at alpha / tasks (docs/baseline-gate.md, "Error rates").
+    """
 
     absolute_margin: float = 0.01
     relative_margin: float = 0.0
     alpha: float = 0.05
+    tasks: int = 1
+    metric_margins: Mapping[str, Margin] = field(default_factory=dict)
 
-    def margin_for(self, baseline_value: float) -> float:
-        return max(self.absolute_margin, self.relative_margin * abs(baseline_value))
+    def margin(self, metric: str) -> Margin:
+        if metric in self.metric_margins:
+            return self.metric_margins[metric]
+        return Margin(self.absolute_margin, self.relative_margin)
+
+    @property
+    def task_alpha(self) -> float:
+        return self.alpha / self.tasks
 
 
 @dataclass(frozen=True)
@@ -277,6 +292,11 @@ def to_document(record: BaselineRecord) -> dict[str, Any]:
             "absolute_margin": record.tolerance.absolute_margin,
             "relative_margin": record.tolerance.relative_margin,
             "alpha": record.tolerance.alpha,
+            "tasks": record.tolerance.tasks,
+            "metric_margins": {
+                name: {"absolute": m.absolute, "relative": m.relative}
+                for name, m in sorted(record.tolerance.metric_margins.items())
+            },
         },
         "metrics": {m.name: _metric_json(m) for m in record.metrics},
         "category_field": record.category_field,
@@ -438,10 +458,22 @@ def _parse_document(document: Any) -> BaselineRecord:
     )
 
     raw_gate = _get(document, "gate", dict, "")
+    # "tasks" and "metric_margins" were added later: baselines recorded without them read as one task, no per-metric
+    # margins (the gate uses the candidate's settings in any case).
+    tasks = raw_gate.get("tasks", 1)
+    _require(isinstance(tasks, int) and not isinstance(tasks, bool) and tasks >= 1, "key 'gate.tasks' must be an integer >= 1")
+    raw_margins = raw_gate.get("metric_margins", {})
+    _require(isinstance(raw_margins, dict), "key 'gate.metric_margins' must be an object")
     tolerance = Tolerance(
         absolute_margin=float(_get(raw_gate, "absolute_margin", float, "gate")),
         relative_margin=float(_get(raw_gate, "relative_margin", float, "gate")),
         alpha=float(_get(raw_gate, "alpha", float, "gate")),
+        tasks=tasks,
+        metric_margins={
+            name: Margin(float(_get(spec, "absolute", float, f"gate.metric_margins.{name}")),
+                         float(_get(spec, "relative", float, f"gate.metric_margins.{name}")))
+            for name, spec in raw_margins.items()
+        },
     )
 
     raw_metrics = _get(document, "metrics", dict, "")

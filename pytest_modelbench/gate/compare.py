@@ -10,10 +10,10 @@ Orientation. Every delta is oriented so that positive is better and negative is 
   lower is better   → delta = baseline − candidate
   ideal point x*    → delta = |baseline − x*| − |candidate − x*|   (distance from the ideal shrinking is better)
 
-Tests.
-  binary metric, higher/lower → McNemar on the discordant documents (exact binomial below 25 of them),
-                                SE = paired standard error of the per-document differences.
-  continuous metric           → paired bootstrap of the mean difference (fixed seed per entry).
+Tests. Each entry gets the oriented delta and its standard error:
+  binary metric, higher/lower → SE = paired standard error of the per-document differences, and the discordant
+                                counts for McNemar.
+  continuous metric           → paired bootstrap of the mean difference (fixed seed per entry) for the SE.
   aggregate metric            → paired bootstrap that re-applies the metric's own aggregate (StereoSet's lms, ss
                                 and icat: mean per target term, then over terms) to the resampled documents of
                                 both runs, with the candidate's documents (identical on both sides by the
@@ -22,20 +22,22 @@ Tests.
   ideal point (binary or not) → paired bootstrap of the distance-of-the-mean from the ideal. McNemar is not
                                 used even for a 0/1 metric such as pct_stereotype: it tests whether the mean
                                 changed, not whether its distance from 0.5 changed (0.45 → 0.55 is a
-                                significant change and no regression at all; 0.52 → 0.48 neither). The
-                                bootstrap resamples documents, recomputes |mean − ideal| on both sides and
-                                gives the p-value and SE of that difference. Near the ideal the statistic
-                                is folded (not smooth), so the interval is conservative there; that errs
-                                towards "inconclusive", never towards a false regression.
-Holm. Within one task and metric, the p-values of the categories are Holm-adjusted as one family; the
-overall entry is the task's primary test and is not adjusted.
-Verdict. `statistics.judge` with the effective margin max(absolute, relative × |baseline value|).
+                                significant change and no regression at all; 0.52 → 0.48 neither). Near the
+                                ideal the statistic is folded (not smooth), so its SE is conservative there; that
+                                errs towards "inconclusive", never towards a false regression.
+Against the margin δ (non-inferiority): p_worse = Φ((delta + δ) / SE) is the one-sided p-value of "not worse than
+−δ"; for 0/1 metrics it is also never below McNemar's one-sided exact tail (a regression beyond the margin is a
+regression, and the tail keeps a handful of discordant documents, where the normal approximation is poor, from
+blocking). The bootstrap gives only the SE, so no number of resamples limits how small a p-value can be.
+Error control. The task's entries (every metric, overall and per category) are one family, tested with weighted
+Holm at alpha / tasks (`Tolerance.task_alpha`): the overall entries share half the weight, the categories the other
+half (the overall entries all of it when there are no categories); a rejected entry passes its weight on.
+Verdict. `statistics.judge`; the effective margin is the metric's `Margin` at the baseline value.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -44,22 +46,22 @@ import numpy as np
 from pytest_modelbench.gate.baseline import BaselineRecord, Tolerance
 from pytest_modelbench.gate.statistics import (
     Verdict,
-    bootstrap_p_value_and_se,
+    bootstrap_standard_error,
+    detectable_regression,
     holm_adjust,
     judge,
-    mcnemar_pvalue,
+    mcnemar_one_sided_pvalue,
     paired_binary_standard_error,
     paired_bootstrap,
+    worse_than_margin_pvalue,
 )
 
+# Read when `compare` runs (benchmarks/gate_error_rates.py lowers them to simulate thousands of candidates).
 N_RESAMPLES = 2000
 AGGREGATE_RESAMPLES = 200  # each resample calls the aggregate (Python, linear in documents) on both sides
+OVERALL_SHARE = 0.5  # of a task's Holm weight, for its overall entries when it has categories
+POWER = 0.8  # of the reported smallest detectable regression (Entry.mde)
 
-
-def resamples_for(base: int, n_categories: int, alpha: float) -> int:
-    """Enough bootstrap resamples that the smallest p-value, 2 / (B + 1), can pass Holm's strictest threshold
-    alpha / m with room to spare (3×): e.g. MMLU's 57 subjects at alpha 0.05 need 3420, not 2000."""
-    return max(base, math.ceil(3 * max(n_categories, 1) / alpha))
 # Worst first: the order of rows in every table.
 VERDICT_RANK = {Verdict.REGRESSED: 0, Verdict.INCONCLUSIVE: 1, Verdict.PASS: 2, Verdict.IMPROVED: 3}
 
@@ -75,9 +77,9 @@ class Entry:
     candidate: float
     delta: float  # oriented: positive is better
     margin: float
-    p_value: float  # Holm-adjusted for category entries
-    raw_p_value: float
-    mde: float
+    p_value: float  # of "not worse than −margin", Holm-adjusted over the task (improved: "not better than +margin")
+    raw_p_value: float  # of "not worse than −margin", unadjusted
+    mde: float  # smallest regression caught with 80% power (positive, units of delta)
     verdict: Verdict
     test: str  # "mcnemar" | "bootstrap" | "none"
     direction: str  # "higher" | "lower" | "ideal 0.5"
@@ -129,9 +131,24 @@ class TaskComparison:
 @dataclass(frozen=True)
 class _Test:
     delta: float
-    p_value: float
     standard_error: float
-    test: str
+    test: str  # "mcnemar" | "bootstrap" | "none"
+    lost: int = 0  # McNemar only: discordant documents, oriented (good → bad, bad → good)
+    gained: int = 0
+
+    def p_values(self, margin: float) -> tuple[float, float]:
+        """(p_worse, p_better): one-sided p-values of "not worse than −margin" and "not better than +margin"."""
+        if self.test == "none":
+            return 1.0, 1.0
+        worse = worse_than_margin_pvalue(self.delta, self.standard_error, margin)
+        better = worse_than_margin_pvalue(-self.delta, self.standard_error, margin)
+        if self.test == "mcnemar":
+            worse = max(worse, mcnemar_one_sided_pvalue(self.lost, self.gained))
+            better = max(better, mcnemar_one_sided_pvalue(self.gained, self.lost))
+        return worse, better
+
+
+_NO_TEST = _Test(0.0, 0.0, "none")
 
 
 def _registered_aggregate(name: str) -> Callable[..., float | None] | None:
@@ -149,27 +166,31 @@ def paired_test(
     baseline: np.ndarray, candidate: np.ndarray, *, direction: str, ideal: float | None, binary: bool, seed: int = 0,
     n_resamples: int = N_RESAMPLES,
 ) -> _Test:
-    """Oriented delta (positive = better), two-sided p-value and standard error of the delta."""
+    """Oriented delta (positive = better) and its standard error (and discordant counts for 0/1 outcomes).
+
+    A bootstrap over fewer than two documents has no standard error: its test is "none" (delta kept, never blocks).
+    """
     base = np.asarray(baseline, dtype=float)
     cand = np.asarray(candidate, dtype=float)
     if base.size == 0:
-        return _Test(0.0, 1.0, 0.0, "none")
+        return _NO_TEST
+    bootstrapped = direction == "ideal" or not binary
+    if bootstrapped and base.size < 2:
+        return _Test(_oriented(float(cand[0]), direction, ideal) - _oriented(float(base[0]), direction, ideal), 0.0, "none")
     if direction == "ideal":
-
-        def closeness(values: np.ndarray) -> float:
-            return _oriented(float(np.mean(values)), "ideal", ideal)
-
-        result = paired_bootstrap(base, cand, statistic=closeness, n_resamples=n_resamples, seed=seed)
-        return _Test(result.delta, result.p_value, result.standard_error, "bootstrap")
+        result = paired_bootstrap(
+            base, cand, of_mean=lambda means: -np.abs(means - float(ideal)), n_resamples=n_resamples, seed=seed
+        )
+        return _Test(result.delta, result.standard_error, "bootstrap")
     sign = 1.0 if direction == "higher" else -1.0
     if binary:
         good_base, good_cand = (base == 1, cand == 1) if sign > 0 else (base == 0, cand == 0)
         lost = int(np.count_nonzero(good_base & ~good_cand))
         gained = int(np.count_nonzero(~good_base & good_cand))
         delta = sign * float(np.mean(cand) - np.mean(base))
-        return _Test(delta, mcnemar_pvalue(lost, gained), paired_binary_standard_error(base, cand), "mcnemar")
+        return _Test(delta, paired_binary_standard_error(base, cand), "mcnemar", lost, gained)
     result = paired_bootstrap(sign * base, sign * cand, n_resamples=n_resamples, seed=seed)
-    return _Test(result.delta, result.p_value, result.standard_error, "bootstrap")
+    return _Test(result.delta, result.standard_error, "bootstrap")
 
 
 def _oriented(value: float, direction: str, ideal: float | None) -> float:
@@ -193,12 +214,12 @@ def aggregate_test(
 ) -> tuple[float | None, float | None, _Test]:
     """Paired bootstrap of a metric's own aggregate: (baseline value, candidate value, oriented test).
 
-    Same p-value and SE conventions as `statistics.paired_bootstrap`; resamples where the aggregate is undefined
-    (None) are dropped.
+    Same SE convention as `statistics.paired_bootstrap`; resamples where the aggregate is undefined (None) are
+    dropped.
     """
     n = len(documents)
     if n == 0:
-        return None, None, _Test(0.0, 1.0, 0.0, "none")
+        return None, None, _NO_TEST
 
     def values_at(idx: np.ndarray) -> tuple[float | None, float | None]:
         docs = [documents[i] for i in idx.tolist()]
@@ -207,7 +228,7 @@ def aggregate_test(
 
     base_value, cand_value = values_at(np.arange(n))
     if base_value is None or cand_value is None:
-        return base_value, cand_value, _Test(0.0, 1.0, 0.0, "none")
+        return base_value, cand_value, _NO_TEST
     delta = _oriented(cand_value, direction, ideal) - _oriented(base_value, direction, ideal)
     rng = np.random.Generator(np.random.PCG64(seed))
     deltas = []
@@ -215,8 +236,9 @@ def aggregate_test(
         b, c = values_at(rng.integers(0, n, size=n))
         if b is not None and c is not None:
             deltas.append(_oriented(c, direction, ideal) - _oriented(b, direction, ideal))
-    p_value, se = bootstrap_p_value_and_se(np.asarray(deltas))
-    return base_value, cand_value, _Test(float(delta), p_value, se, "bootstrap")
+    if n < 2:
+        return base_value, cand_value, _Test(float(delta), 0.0, "none")
+    return base_value, cand_value, _Test(float(delta), bootstrap_standard_error(np.asarray(deltas)), "bootstrap")
 
 
 def compare(
@@ -241,11 +263,9 @@ def compare(
 
     base_values = {name: np.asarray(v, dtype=float)[order] for name, v in baseline.values.items()}
     cand_values = {name: np.asarray(v, dtype=float) for name, v in candidate.values.items()}
-    entries: list[Entry] = []
+    tested: list[tuple[Any, str | None, int, float, float, _Test]] = []  # metric, category, n, values, test
     for metric in candidate.metrics:
-        direction_label = f"ideal {metric.ideal:g}" if metric.direction == "ideal" else metric.direction
         seed = functools.partial(_seed, candidate.task, metric.name)
-        tests = []
         if metric.aggregate:
             aggregate = _registered_aggregate(metric.name)
             if aggregate is None or documents is None:  # never drop an entry: the caller must pass the documents
@@ -255,11 +275,11 @@ def compare(
                 base_value, cand_value, test = aggregate_test(
                     aggregate, {k: v[idx] for k, v in base_values.items()}, {k: v[idx] for k, v in cand_values.items()},
                     [documents[i] for i in idx], direction=metric.direction, ideal=metric.ideal, seed=seed(category),
-                    n_resamples=resamples_for(AGGREGATE_RESAMPLES, len(groups) - 1, tolerance.alpha),
+                    n_resamples=AGGREGATE_RESAMPLES,
                 )
                 if base_value is None or cand_value is None:
                     raise ValueError(f"metric '{metric.name}': the aggregate is undefined on {len(idx)} documents")
-                tests.append((category, len(idx), base_value, cand_value, test))
+                tested.append((metric, category, len(idx), base_value, cand_value, test))
         else:
             for category, mask in groups:
                 base, cand = base_values[metric.name][mask], cand_values[metric.name][mask]
@@ -267,26 +287,48 @@ def compare(
                     continue
                 test = paired_test(
                     base, cand, direction=metric.direction, ideal=metric.ideal, binary=metric.binary,
-                    seed=seed(category), n_resamples=resamples_for(N_RESAMPLES, len(groups) - 1, tolerance.alpha),
+                    seed=seed(category), n_resamples=N_RESAMPLES,
                 )
-                tests.append((category, int(base.size), float(np.mean(base)), float(np.mean(cand)), test))
-        if not tests:
-            continue
-        overall = [t for t in tests if t[0] is None]
-        by_category = [t for t in tests if t[0] is not None]
-        adjusted = [t[4].p_value for t in overall] + holm_adjust([t[4].p_value for t in by_category])
-        for (category, n, base_value, cand_value, test), p_value in zip(overall + by_category, adjusted):
-            margin = tolerance.margin_for(base_value)
-            judgement = judge(
-                test.delta, p_value=p_value, standard_error=test.standard_error, margin=margin,
-                alpha=tolerance.alpha,
+                tested.append((metric, category, int(base.size), float(np.mean(base)), float(np.mean(cand)), test))
+
+    margins = [tolerance.margin(metric.name).at(base_value) for metric, _, _, base_value, _, _ in tested]
+    p_values = [test.p_values(margin) for (*_, test), margin in zip(tested, margins)]
+    weights = holm_weights([category for _, category, *_ in tested])
+    alpha = tolerance.task_alpha
+    adjusted = holm_adjust([worse for worse, _ in p_values], weights) if tested else []
+    entries: list[Entry] = []
+    for (metric, category, n, base_value, cand_value, test), margin, (worse, better), p_value, weight in zip(
+        tested, margins, p_values, adjusted, weights
+    ):
+        # The entry's own level before any weight is passed on to it: what it is sure to be tested at.
+        mde = detectable_regression(test.standard_error, margin, alpha * weight / sum(weights), POWER)
+        judgement = judge(
+            test.delta, p_worse=p_value, p_better=better, standard_error=test.standard_error, margin=margin,
+            alpha=alpha, mde=mde,
+        )
+        entries.append(
+            Entry(
+                metric=metric.name, category=category, n=n, baseline=base_value, candidate=cand_value,
+                delta=test.delta, margin=margin, p_value=judgement.p_value, raw_p_value=worse, mde=mde,
+                verdict=judgement.verdict, test=test.test,
+                direction=f"ideal {metric.ideal:g}" if metric.direction == "ideal" else metric.direction,
             )
-            entries.append(
-                Entry(
-                    metric=metric.name, category=category, n=n, baseline=base_value,
-                    candidate=cand_value, delta=test.delta, margin=margin, p_value=p_value,
-                    raw_p_value=test.p_value, mde=judgement.mde, verdict=judgement.verdict, test=test.test,
-                    direction=direction_label,
-                )
-            )
+        )
     return TaskComparison(candidate.task, tuple(entries), len(order), tolerance)
+
+
+def holm_weights(categories: Sequence[str | None]) -> list[float]:
+    """Weights of a task's entries (category None = an overall entry) for weighted Holm.
+
+    The overall entries share OVERALL_SHARE, the category entries the rest, equally within each; without categories
+    the overall entries share everything. The overall entries are the release question ("did the task regress?")
+    and are sure of half the task's level; the categories hold a share of their own, so that a regression hidden in
+    one or two categories can block even when the overall entry cannot see it.
+    """
+    overall = sum(c is None for c in categories)
+    by_category = len(categories) - overall
+    overall_share = OVERALL_SHARE if by_category and overall else 1.0 if overall else 0.0
+    return [
+        overall_share / overall if c is None else (1.0 - overall_share) / by_category
+        for c in categories
+    ]

@@ -3,6 +3,10 @@
 plugin.py makes three calls: `add_options` (pytest_addoption), `configure` (pytest_configure; registers
 `GateSession`, which holds the session hooks) and `check_item` (TaskItem.runtest, after the evaluation).
 
+Error control: `GateSession` counts the task items collected (`pytest_collection_finish`) and every item is gated at
+--gate-alpha / that count (--gate-error-control=session, the default) or at --gate-alpha (=task); see
+docs/baseline-gate.md, "Error rates". Margins are resolved per metric by `GateSession.tolerance`.
+
 Outcome of a task item (the gate is active, see `GateSession.active`):
   PASS, IMPROVED, INCONCLUSIVE entries   → the item passes; improvements and inconclusive entries (with their
                                            minimum detectable effect) are reported in the terminal summary
@@ -51,6 +55,7 @@ from pytest_modelbench.gate.report import (
     properties,
     terminal_lines,
 )
+from pytest_modelbench.metrics.registry import METRICS, Margin
 from pytest_modelbench.gate.syrupy_extension import (
     BaselineExtension,
     BaselineSite,
@@ -62,6 +67,8 @@ from pytest_modelbench.gate.syrupy_extension import (
 DEFAULT_BASELINE_NAME = "default"
 DEFAULT_BASELINES_DIR = "baselines"
 DEFAULT_TOLERANCE = Tolerance(absolute_margin=0.01, relative_margin=0.0, alpha=0.05)
+ERROR_CONTROL = ("session", "task")  # --gate-error-control: whose false-block rate alpha bounds
+_MARGIN_KEYS = {"absolute_margin": "absolute", "relative_margin": "relative"}
 CAUSAL_PROTOCOL = "causal-lm loglikelihood, lm-eval 0.4.13 request rules"
 MASKED_PROTOCOL = "masked-lm pseudo-log-likelihood"
 PACKAGES = ("pytest-modelbench", "torch", "transformers", "tokenizers", "datasets", "numpy")
@@ -85,11 +92,17 @@ def add_options(parser: pytest.Parser, group: Any) -> None:
         help=f"folder holding <baseline-name>/<suite>/<task>.json (also ini modelbench_baselines_dir; default: {DEFAULT_BASELINES_DIR})",
     )
     group.addoption("--gate-margin", type=float, default=None,
-                    help=f"absolute non-inferiority margin (overrides the YAML; default {DEFAULT_TOLERANCE.absolute_margin})")
+                    help="absolute non-inferiority margin of every metric (overrides the YAML and the metrics' own "
+                    "margins)")
     group.addoption("--gate-relative-margin", type=float, default=None,
-                    help="relative margin, a fraction of the baseline value (overrides the YAML; default 0)")
+                    help="relative margin of every metric, a fraction of the baseline value (overrides the YAML and "
+                    "the metrics' own margins)")
     group.addoption("--gate-alpha", type=float, default=None,
-                    help=f"significance level of the gate's tests (overrides the YAML; default {DEFAULT_TOLERANCE.alpha})")
+                    help="largest false-block rate when nothing regressed past its margin (overrides the YAML; "
+                    f"default {DEFAULT_TOLERANCE.alpha})")
+    group.addoption("--gate-error-control", choices=ERROR_CONTROL, default="session",
+                    help="session (default): alpha bounds the false blocks of the whole run, split across the "
+                    "gated tasks; task: alpha per task (more power per task, more false blocks per run)")
     group.addoption("--md-report", default=None, metavar="PATH", help="write the gate results as markdown to PATH")
     parser.addini("modelbench_baseline_name", f"baseline name to gate against (default: {DEFAULT_BASELINE_NAME})", default="")
     parser.addini("modelbench_baselines_dir", "folder of baselines (relative to the ini file)", default="")
@@ -192,6 +205,8 @@ class GateSession:
         self.active = self.update or self.update_new_only or self.name_explicit or self.name_dir.is_dir()
         self.suite_roots = sorted((Path(p) for p in config.getini("modelbench_suites")), key=lambda p: -len(p.parts))
         self.suite_dirs: set[Path] = set()
+        self.error_control = config.getoption("--gate-error-control")
+        self.gated_tasks = 1  # tasks sharing alpha; counted when collection finishes
         self.results: list[GateResult] = []
         self.unused: set[str] = set()
         self.deleted: list[str] = []
@@ -236,15 +251,35 @@ class GateSession:
     # ------------------------------------------------------------------ one item
 
     def tolerance(self, task_config: Any) -> Tolerance:
-        values = {}
+        """The task's gate settings. Each margin key, most specific source first: the command line, the YAML's
+        `modelbench.gate.metrics.<metric>`, the YAML's `modelbench.gate`, the metric's own margin (registry)."""
         yaml_gate = task_config.gate
-        for key in ("absolute_margin", "relative_margin", "alpha"):
-            if key in self.overrides:
-                values[key] = self.overrides[key]
-                continue
-            value = getattr(yaml_gate, key, None)  # checked when the task was loaded (tasks/config.py)
-            values[key] = getattr(DEFAULT_TOLERANCE, key) if value is None else float(value)
-        return Tolerance(**values)
+        task_wide = {key: self._setting(key, getattr(yaml_gate, key))
+                     for key in ("absolute_margin", "relative_margin", "alpha")}
+        metric_margins = {}
+        for spec in task_config.metric_list:  # every name is a registered metric (resolve_metrics ran)
+            own = METRICS[spec.name].margin
+            yaml_metric = yaml_gate.metrics.get(spec.name, {})
+            metric_margins[spec.name] = Margin(**{
+                field_name: _first(
+                    self._setting(key, yaml_metric.get(key)),
+                    task_wide[key], getattr(own, field_name),
+                )
+                for key, field_name in _MARGIN_KEYS.items()
+            })
+        return Tolerance(
+            absolute_margin=_first(task_wide["absolute_margin"], DEFAULT_TOLERANCE.absolute_margin),
+            relative_margin=_first(task_wide["relative_margin"], DEFAULT_TOLERANCE.relative_margin),
+            alpha=_first(task_wide["alpha"], DEFAULT_TOLERANCE.alpha),
+            tasks=self.gated_tasks if self.error_control == "session" else 1,
+            metric_margins=metric_margins,
+        )
+
+    def _setting(self, key: str, yaml_value: Any) -> float | None:
+        """The command line's value of a gate key, else the YAML's (checked when the task was loaded), else None."""
+        if key in self.overrides:
+            return self.overrides[key]
+        return None if yaml_value is None else float(yaml_value)
 
     def provenance(self, evaluation: Any, runner: Any) -> Provenance:
         loaded = runner.loaded_model()
@@ -355,6 +390,11 @@ class GateSession:
 
     # ------------------------------------------------------------------ hooks
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # Every xdist worker collects the same selected items, so each one splits alpha over the same count and an
+        # item can be gated on its own, wherever it runs.
+        self.gated_tasks = max(1, sum(type(item).__name__ == "TaskItem" for item in session.items))
+
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         if item.path is not None and item.path.suffix in _YAML_SUFFIXES and hasattr(item, "runtest"):
             if type(item).__name__ == "TaskItem":
@@ -463,6 +503,10 @@ class GateSession:
 
 
 GATE_KEY = pytest.StashKey[GateSession]()
+
+
+def _first(*values: float | None) -> float:
+    return next(v for v in values if v is not None)
 
 
 def _first_clause(problem: str | None) -> str:

@@ -18,7 +18,9 @@ TABLE_HEADER = ("metric", "category", "n", "baseline", "candidate", "delta", "ma
 MAX_TABLE_ROWS = 40
 LEGEND = (
     "delta is oriented so that negative is worse (for an ideal-point metric: the distance from the ideal); "
-    "p-values of categories are Holm-adjusted; MDE = smallest change detectable at 80% power"
+    "an entry regresses when the data show it worse than the baseline by more than its margin; p-value: of "
+    "\"not worse than the margin\", Holm-adjusted over the task's entries (improved entries: of \"not better than "
+    "the margin\"); MDE = smallest regression the gate catches with 80% power"
 )
 
 # Task-level statuses, besides a comparison's verdict.
@@ -100,6 +102,7 @@ def properties(result: "GateResult") -> list[tuple[str, str]]:
     head = {
         "task": result.task, "status": result.status, "verdict": result.verdict, "baseline": result.baseline,
         "baseline_name": result.baseline_name, "note": result.note, "n_documents": result.n_documents,
+        "alpha": result.alpha, "tasks": result.tasks,
     }
     pairs = [(PROPERTY_PREFIX, json.dumps(head, ensure_ascii=False))]
     for entry in result.entries:
@@ -121,13 +124,15 @@ class GateResult:
     entries: list[dict[str, Any]] = field(default_factory=list)
     nodeid: str = ""
     failed: bool = False
+    alpha: float | None = None  # the false-block rate shared by `tasks` gated tasks, when compared
+    tasks: int = 1
 
     @classmethod
     def from_comparison(cls, comparison: TaskComparison, **kwargs: Any) -> "GateResult":
         return cls(
             task=comparison.task, status=STATUS_COMPARED, verdict=comparison.verdict.value,
             n_documents=comparison.n_documents, entries=[entry_json(e) for e in comparison.worst_first()],
-            **kwargs,
+            alpha=comparison.tolerance.alpha, tasks=comparison.tolerance.tasks, **kwargs,
         )
 
     @classmethod
@@ -143,7 +148,7 @@ class GateResult:
         return cls(
             task=head["task"], status=head["status"], baseline=head["baseline"], baseline_name=head["baseline_name"],
             verdict=head.get("verdict"), note=head.get("note", ""), n_documents=head.get("n_documents", 0),
-            entries=entries, nodeid=nodeid, failed=failed,
+            entries=entries, nodeid=nodeid, failed=failed, alpha=head.get("alpha"), tasks=head.get("tasks", 1),
         )
 
     @property
@@ -153,6 +158,11 @@ class GateResult:
 
     def entries_with(self, verdict: str) -> list[dict[str, Any]]:
         return [e for e in self.entries if e["verdict"] == verdict]
+
+    @property
+    def power(self) -> str:
+        """The smallest regression of each overall entry that the gate catches with 80% power."""
+        return ", ".join(f"{e['metric']} {format_number(e['mde'])}" for e in self.entries if e["category"] is None)
 
 
 def _entry_label(entry: dict[str, Any]) -> str:
@@ -202,11 +212,29 @@ def _detail(result: GateResult) -> str:
     return "; ".join(parts)
 
 
+def error_rate_line(results: Sequence[GateResult]) -> str | None:
+    """What the gate's blocks are worth: the false-block rate and how it is shared."""
+    compared = [r for r in results if r.alpha is not None]
+    if not compared:
+        return None
+    alpha, tasks = compared[0].alpha, compared[0].tasks
+    if tasks == 1 and len(results) > 1:
+        return f"false blocks: at most {alpha:g} per task when nothing regressed past its margin (--gate-error-control=task)"
+    return (
+        f"false blocks: at most {alpha:g} for the {tasks} gated task(s) together when nothing regressed past its "
+        f"margin ({alpha / tasks:.2g} per task); 'caught at 80%': the smallest regression of each task's overall "
+        "scores that blocks with 80% probability"
+    )
+
+
 def terminal_lines(results: Sequence[GateResult], max_entries: int = 8) -> list[str]:
     results = _sorted(results)
     lines = [f"{len(results)} task(s): {_summary_counts(results)}"]
-    rows = [(r.task, r.outcome, _detail(r)) for r in results]
-    lines += format_table(("task", "gate", "detail"), rows)
+    rate = error_rate_line(results)
+    if rate:
+        lines.append(rate)
+    rows = [(r.task, r.outcome, _detail(r), r.power) for r in results]
+    lines += format_table(("task", "gate", "detail", "caught at 80%"), rows)
     for result in results:
         notable = [e for e in result.entries if e["verdict"] in (Verdict.INCONCLUSIVE.value, Verdict.IMPROVED.value)]
         if result.status != STATUS_COMPARED or not notable:
@@ -217,7 +245,7 @@ def terminal_lines(results: Sequence[GateResult], max_entries: int = 8) -> list[
             if e["verdict"] == Verdict.INCONCLUSIVE.value:
                 lines.append(
                     f"  inconclusive  {_entry_label(e)}: n={e['n']}, delta {format_delta(e['delta'])}, "
-                    f"margin {format_number(e['margin'])}; a change smaller than {format_number(e['mde'])} "
+                    f"margin {format_number(e['margin'])}; a regression smaller than {format_number(e['mde'])} "
                     "would likely go unseen (passes)"
                 )
             else:
@@ -246,8 +274,14 @@ def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence
         lines.append(
             f"Baseline **{_md_escape(baseline_name)}** · gate {status} · {len(results)} task(s): {_summary_counts(results)}"
         )
-        lines += ["", "| task | gate | detail |", "|---|---|---|"]
-        lines += [f"| {_md_escape(r.task)} | {_md_escape(r.outcome)} | {_md_escape(_detail(r))} |" for r in results]
+        rate = error_rate_line(results)
+        if rate:
+            lines += ["", _md_escape(rate)]
+        lines += ["", "| task | gate | detail | caught at 80% |", "|---|---|---|---|"]
+        lines += [
+            f"| {_md_escape(r.task)} | {_md_escape(r.outcome)} | {_md_escape(_detail(r))} | {_md_escape(r.power)} |"
+            for r in results
+        ]
         for result in results:
             if not result.entries or result.verdict == Verdict.PASS.value:
                 continue

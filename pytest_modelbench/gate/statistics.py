@@ -21,37 +21,34 @@ _EXACT_MCNEMAR_BELOW = 25
 _CHUNK_ELEMENTS = 1 << 20
 
 
-def mcnemar_pvalue(b: int, c: int) -> float:
-    """Two-sided McNemar p-value from the discordant counts.
+def mcnemar_one_sided_pvalue(lost: int, gained: int) -> float:
+    """One-sided McNemar p-value of "the candidate loses more documents than it gains".
 
-    b: baseline right / candidate wrong; c: baseline wrong / candidate right.
-    Exact binomial test of min(b, c) against Binomial(b + c, 0.5) when b + c < 25,
-    otherwise chi-square with continuity correction (1 dof).
+    lost: documents good for the baseline and bad for the candidate; gained: the reverse.
+    P(X >= lost) for X ~ Binomial(lost + gained, 1/2), exact below 25 discordant documents, otherwise the
+    normal approximation with continuity correction.
     """
-    b, c = operator.index(b), operator.index(c)
-    if b < 0 or c < 0:
-        raise ValueError(f"discordant counts must be >= 0, got b={b}, c={c}")
-    n = b + c
+    lost, gained = operator.index(lost), operator.index(gained)
+    if lost < 0 or gained < 0:
+        raise ValueError(f"discordant counts must be >= 0, got lost={lost}, gained={gained}")
+    n = lost + gained
     if n == 0:
         return 1.0
     if n < _EXACT_MCNEMAR_BELOW:
-        tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
+        tail = sum(math.comb(n, i) for i in range(lost, n + 1))
         # Integer true division is exact-then-rounded, so no overflow of 2**n as a float.
-        return min(1.0, 2 * tail / 2**n)
-    # Clamped at 0 so that b == c gives chi2 = 0 (p = 1) instead of 1 / n.
-    chi2 = max(abs(b - c) - 1, 0) ** 2 / n
-    # Survival function of chi-square with 1 dof: P(|Z| >= sqrt(chi2)).
-    return math.erfc(math.sqrt(chi2 / 2))
+        return tail / 2**n
+    z = (lost - gained - 1) / math.sqrt(n)
+    return 0.5 * math.erfc(z / math.sqrt(2))
 
 
 @dataclass(frozen=True)
 class BootstrapResult:
-    """Paired bootstrap of statistic(candidate) - statistic(baseline)."""
+    """Paired bootstrap of of_mean(mean(candidate)) - of_mean(mean(baseline))."""
 
     delta: float  # on the full data
     low: float  # percentile interval of the resampled deltas
     high: float
-    p_value: float  # two-sided, never exactly 0
     standard_error: float  # std (ddof=1) of the resampled deltas
 
 
@@ -59,15 +56,15 @@ def paired_bootstrap(
     baseline: np.ndarray,
     candidate: np.ndarray,
     *,
-    statistic: Callable[[np.ndarray], float] = np.mean,
+    of_mean: Callable[[np.ndarray], np.ndarray] | None = None,
     n_resamples: int = 2000,
     seed: int = 0,
     confidence: float = 0.95,
 ) -> BootstrapResult:
     """Resample documents with replacement (same indices for both arrays) and recompute the delta.
 
-    p_value = min(1, 2 * (k + 1) / (B + 1)), k = the smaller of #(deltas <= 0) and #(deltas >= 0).
-    Deterministic for a given seed (PCG64).
+    The statistic is the mean, or `of_mean` of it (an elementwise numpy function, e.g. the distance of the mean
+    from an ideal point), applied to every resample at once. Deterministic for a given seed (PCG64).
     """
     base = np.asarray(baseline, dtype=float)
     cand = np.asarray(candidate, dtype=float)
@@ -80,61 +77,78 @@ def paired_bootstrap(
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
 
+    def statistic(means: np.ndarray) -> np.ndarray:
+        return means if of_mean is None else of_mean(means)
+
     n = base.size
     rng = np.random.Generator(np.random.PCG64(seed))
-    diff = cand - base
     deltas = np.empty(n_resamples)
     rows = max(1, _CHUNK_ELEMENTS // n)
     for start in range(0, n_resamples, rows):
         idx = rng.integers(0, n, size=(min(rows, n_resamples - start), n))
-        if statistic is np.mean:
-            chunk = diff[idx].mean(axis=1)
-        else:
-            chunk = [statistic(cand[i]) - statistic(base[i]) for i in idx]
-        deltas[start : start + len(idx)] = chunk
+        deltas[start : start + len(idx)] = statistic(cand[idx].mean(axis=1)) - statistic(base[idx].mean(axis=1))
 
     tail = (1 - confidence) / 2
     low, high = np.quantile(deltas, [tail, 1 - tail])
-    p_value, standard_error = bootstrap_p_value_and_se(deltas)
     return BootstrapResult(
-        delta=float(statistic(cand) - statistic(base)),
+        delta=float(statistic(cand.mean()) - statistic(base.mean())),
         low=float(low),
         high=float(high),
-        p_value=p_value,
-        standard_error=standard_error,
+        standard_error=bootstrap_standard_error(deltas),
     )
 
 
-def bootstrap_p_value_and_se(deltas: np.ndarray) -> tuple[float, float]:
-    """Two-sided p-value of "no change" from resampled deltas (the smaller tail, +1 smoothed), and their SE (n−1)."""
-    k = min(np.count_nonzero(deltas <= 0), np.count_nonzero(deltas >= 0))
-    p_value = min(1.0, 2 * (k + 1) / (len(deltas) + 1))
-    return p_value, float(np.std(deltas, ddof=1)) if len(deltas) > 1 else 0.0
+def bootstrap_standard_error(deltas: np.ndarray) -> float:
+    """Standard error of a statistic from its resampled values: their standard deviation (n−1); 0 below two."""
+    return float(np.std(deltas, ddof=1)) if len(deltas) > 1 else 0.0
 
 
-def holm_adjust(p_values: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values, in the input order (monotone in rank, capped at 1)."""
+def holm_adjust(p_values: Sequence[float], weights: Sequence[float] | None = None) -> list[float]:
+    """Holm's step-down adjusted p-values, weighted (Holm 1979), in the input order; reject where adjusted < alpha.
+
+    Hypothesis i is tested at alpha × w_i / (sum of the weights of the hypotheses not yet rejected), in the order of
+    p_i / w_i: a rejected hypothesis passes its share of alpha on to the others. Equal weights give plain Holm.
+    The family-wise error rate is at most alpha whatever the dependence between the tests.
+    """
     if any(not 0 <= p <= 1 for p in p_values):
         raise ValueError(f"p-values must lie in [0, 1], got {list(p_values)}")
-    m = len(p_values)
-    adjusted = [0.0] * m
+    weights = [1.0] * len(p_values) if weights is None else [float(w) for w in weights]
+    if len(weights) != len(p_values) or any(not w > 0 for w in weights):
+        raise ValueError(f"need one positive weight per p-value, got {weights} for {len(p_values)} p-values")
+    adjusted = [0.0] * len(p_values)
+    remaining = sum(weights)
     running = 0.0
-    for rank, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
-        running = max(running, min(1.0, (m - rank) * p_values[i]))
+    for i in sorted(range(len(p_values)), key=lambda i: p_values[i] / weights[i]):
+        running = max(running, min(1.0, p_values[i] * remaining / weights[i]))
         adjusted[i] = running
+        remaining -= weights[i]
     return adjusted
 
 
-def minimum_detectable_effect(
-    standard_error: float, alpha: float = 0.05, power: float = 0.8
+def worse_than_margin_pvalue(delta: float, standard_error: float, margin: float) -> float:
+    """One-sided p-value of "delta >= -margin" (not worse than the margin) against "delta < -margin".
+
+    Normal approximation: Phi((delta + margin) / SE). With SE 0 (every document moved alike) the data decide
+    outright: 0 when delta < -margin, else 1. For "better than +margin" pass (-delta).
+    """
+    if standard_error < 0 or margin < 0:
+        raise ValueError(f"standard_error and margin must be >= 0, got {standard_error}, {margin}")
+    if standard_error == 0:
+        return 0.0 if delta < -margin else 1.0
+    return NormalDist().cdf((delta + margin) / standard_error)
+
+
+def detectable_regression(
+    standard_error: float, margin: float, alpha: float = 0.05, power: float = 0.8
 ) -> float:
-    """Smallest true effect a two-sided test at alpha detects with the given power: (z_{1-alpha/2} + z_power) * SE."""
-    if standard_error < 0:
-        raise ValueError(f"standard_error must be >= 0, got {standard_error}")
+    """Smallest true regression that a one-sided test of "not worse than -margin" at level alpha catches with the
+    given power: margin + (z_{1-alpha} + z_power) × SE (positive, in the units of delta)."""
+    if standard_error < 0 or margin < 0:
+        raise ValueError(f"standard_error and margin must be >= 0, got {standard_error}, {margin}")
     if not 0 < alpha < 1 or not 0 < power < 1:
         raise ValueError(f"alpha and power must be in (0, 1), got {alpha}, {power}")
     z = NormalDist().inv_cdf
-    return (z(1 - alpha / 2) + z(power)) * standard_error
+    return margin + (z(1 - alpha) + z(power)) * standard_error
 
 
 def paired_binary_standard_error(baseline: np.ndarray, candidate: np.ndarray) -> float:
@@ -158,50 +172,54 @@ class Verdict(enum.Enum):
 class Judgement:
     verdict: Verdict
     delta: float
-    p_value: float
-    mde: float  # minimum detectable effect, same units as delta
+    p_value: float  # the verdict's own: p_better for IMPROVED, else p_worse
+    mde: float  # smallest regression caught with 80% power, same units as delta
     margin: float
 
 
 def judge(
     delta: float,
     *,
-    p_value: float,
+    p_worse: float,
+    p_better: float,
     standard_error: float,
     margin: float,
-    alpha: float = 0.05,
-    power: float = 0.8,
+    alpha: float,
+    mde: float,
 ) -> Judgement:
     """Verdict for one gated entry.
 
     delta: candidate - baseline, oriented so that positive is better.
-    p_value: two-sided p-value for delta != 0, already Holm-adjusted by the caller.
-    standard_error: standard error of delta; gives mde = minimum_detectable_effect(SE, alpha, power).
-    margin: non-inferiority margin, >= 0, same units as delta.
+    p_worse: p-value of "not worse than -margin", already adjusted for the other entries by the caller.
+    p_better: p-value of "not better than +margin".
+    standard_error: standard error of delta; margin: the non-inferiority margin, >= 0, same units as delta.
+    alpha: the level the entry's family is tested at; mde: from `detectable_regression`, reported as is.
 
-    Rules, first match wins (significant = p_value < alpha):
-      1. REGRESSED     significant and delta < -margin
-      2. IMPROVED      significant and delta > margin
-      3. INCONCLUSIVE  delta < -margin (worse beyond the margin, but not significantly),
-                       or mde > margin (a regression of the margin's size would likely go unseen)
-      4. PASS          otherwise
-    An unchanged model (p = 1) is never REGRESSED. Rule 3's first clause also keeps tiny samples
-    whose sample SE is 0 (every document moved the same way) from passing.
+    Rules, first match wins:
+      1. REGRESSED     p_worse < alpha: the data show the candidate worse than the margin
+      2. IMPROVED      p_better < alpha: the data show it better than the margin
+      3. PASS          the one-sided (1 - alpha) bound delta - z_{1-alpha} × SE is not below -margin: the data show
+                       the entry within the margin
+      4. INCONCLUSIVE  otherwise: the data cannot tell (too few documents for the margin); the entry passes
+    An unchanged model (delta 0, SE 0) is a PASS; a tiny sample whose documents all moved the same way (SE 0) is
+    not REGRESSED unless the caller's p_worse says so (McNemar's exact tail does for 0/1 outcomes).
     """
     if not math.isfinite(delta):
         raise ValueError(f"delta must be finite, got {delta}")
-    if not 0 <= p_value <= 1:
-        raise ValueError(f"p_value must lie in [0, 1], got {p_value}")
-    if margin < 0:
-        raise ValueError(f"margin must be >= 0, got {margin}")
-    mde = minimum_detectable_effect(standard_error, alpha, power)
-    significant = p_value < alpha
-    if significant and delta < -margin:
+    for name, p in (("p_worse", p_worse), ("p_better", p_better)):
+        if not 0 <= p <= 1:
+            raise ValueError(f"{name} must lie in [0, 1], got {p}")
+    if margin < 0 or standard_error < 0:
+        raise ValueError(f"margin and standard_error must be >= 0, got {margin}, {standard_error}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if p_worse < alpha:
         verdict = Verdict.REGRESSED
-    elif significant and delta > margin:
+    elif p_better < alpha:
         verdict = Verdict.IMPROVED
-    elif delta < -margin or mde > margin:
-        verdict = Verdict.INCONCLUSIVE
-    else:
+    elif delta - NormalDist().inv_cdf(1 - alpha) * standard_error >= -margin:
         verdict = Verdict.PASS
+    else:
+        verdict = Verdict.INCONCLUSIVE
+    p_value = p_better if verdict is Verdict.IMPROVED else p_worse
     return Judgement(verdict=verdict, delta=delta, p_value=p_value, mde=mde, margin=margin)

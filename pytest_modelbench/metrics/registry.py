@@ -33,6 +33,25 @@ HIGHER = Direction("higher")
 LOWER = Direction("lower")
 
 
+@dataclass(frozen=True)
+class Margin:
+    """How much worse than the baseline counts as a regression, in the metric's own units.
+
+    The margin of an entry is max(absolute, relative × |baseline value|): absolute for a score on a fixed scale (an
+    accuracy, a share of pairs), relative for one whose scale depends on the model (a log-likelihood gap in nats).
+    """
+
+    absolute: float = 0.0
+    relative: float = 0.0
+
+    def at(self, baseline_value: float) -> float:
+        return max(self.absolute, self.relative * abs(baseline_value))
+
+
+ONE_POINT = Margin(absolute=0.01)  # accuracies: one percentage point
+TWO_POINTS = Margin(absolute=0.02)  # bias scores (shares of pairs or clusters, distances from an ideal share)
+
+
 # A task-level value over a set of documents, from the per-document values of the task's metrics (by name).
 Aggregate = Callable[[Mapping[str, np.ndarray], Sequence[DocumentRequests]], float | None]
 
@@ -43,6 +62,7 @@ class Metric:
     per_document: Callable[[DocumentRequests, Sequence[float]], float] | None
     direction: Direction
     binary: bool  # 0/1 per document: the gate uses McNemar; otherwise a paired bootstrap
+    margin: Margin  # the gate's default non-inferiority margin (docs/baseline-gate.md, "Margins")
     # --- metrics that are not a plain mean over documents (StereoSet) ---
     # aggregate: the task-level value (overall, or over one category's documents) from the per-document values;
     # None means the mean with lm-eval's stderr. With an aggregate the summary has no stderr, and a paired
@@ -83,15 +103,18 @@ def _likelihood_diff(doc: DocumentRequests, lls: Sequence[float]) -> float:
 METRICS: dict[str, Metric] = {
     metric.name: metric
     for metric in (
-        Metric("acc", _acc, HIGHER, binary=True),
-        Metric("acc_norm", _acc_norm, HIGHER, binary=True),
-        Metric("acc_bytes", _acc_bytes, HIGHER, binary=True),
-        Metric("pct_stereotype", _pct_stereotype, Direction("ideal", 0.5), binary=True),
-        Metric("likelihood_diff", _likelihood_diff, LOWER, binary=False),
+        Metric("acc", _acc, HIGHER, binary=True, margin=ONE_POINT),
+        Metric("acc_norm", _acc_norm, HIGHER, binary=True, margin=ONE_POINT),
+        Metric("acc_bytes", _acc_bytes, HIGHER, binary=True, margin=ONE_POINT),
+        Metric("pct_stereotype", _pct_stereotype, Direction("ideal", 0.5), binary=True, margin=TWO_POINTS),
+        # A mean gap in nats whose size depends on the model (4-7 on CrowS-Pairs): 10% of the baseline's gap.
+        Metric("likelihood_diff", _likelihood_diff, LOWER, binary=False, margin=Margin(relative=0.10)),
         # StereoSet (metrics/bias.py): per cluster, averaged per target term, then over terms.
-        Metric("lms", bias.stereoset_lms, HIGHER, binary=False, aggregate=bias.aggregate_lms),
-        Metric("ss", bias.stereoset_ss, Direction("ideal", 0.5), binary=True, aggregate=bias.aggregate_ss),
-        Metric("icat", None, HIGHER, binary=False, aggregate=bias.aggregate_icat, inputs=("lms", "ss")),
+        Metric("lms", bias.stereoset_lms, HIGHER, binary=False, margin=TWO_POINTS, aggregate=bias.aggregate_lms),
+        Metric("ss", bias.stereoset_ss, Direction("ideal", 0.5), binary=True, margin=TWO_POINTS,
+               aggregate=bias.aggregate_ss),
+        Metric("icat", None, HIGHER, binary=False, margin=TWO_POINTS, aggregate=bias.aggregate_icat,
+               inputs=("lms", "ss")),
     )
 }
 

@@ -24,7 +24,8 @@ _FEWSHOT_CONFIG_KEYS = {
     "sampler", "split", "doc_to_text", "doc_to_target", "doc_to_choice", "target_delimiter", "fewshot_delimiter",
 }
 _SAMPLERS = {"default", "first_n"}
-_GATE_KEYS = {"absolute_margin", "relative_margin", "alpha"}
+_MARGIN_KEYS = {"absolute_margin", "relative_margin"}
+_GATE_KEYS = _MARGIN_KEYS | {"alpha", "metrics"}
 _MODELBENCH_KEYS = {"category_field", "gate"}
 # Bias-suite keys of the `modelbench:` block (document_rules.py; masked_protocol: scoring/masked.py).
 _MODELBENCH_KEYS |= {"categories", "required_fields", "exclude", "masked_protocol"}
@@ -35,9 +36,12 @@ _NOT_SCORING_KEYS = {"tag", "task_alias", "should_decontaminate", "doc_to_decont
 
 @dataclass(frozen=True)
 class GateTolerance:
+    """The YAML's `modelbench.gate` block as written (values are checked where they are resolved, gate/)."""
+
     absolute_margin: float | None = None
     relative_margin: float | None = None
     alpha: float | None = None
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # metric → {absolute_margin, relative_margin}
 
 
 @dataclass(frozen=True)
@@ -177,9 +181,11 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     if not isinstance(gate, dict) or set(gate) - _GATE_KEYS:
         raise TaskConfigError(f"{path}: key 'modelbench.gate' may only hold {sorted(_GATE_KEYS)}")
     for key, value in gate.items():
-        problem = gate_value_problem(key, value)
+        problem = None if key == "metrics" else gate_value_problem(key, value)
         if problem:
             raise TaskConfigError(f"{path}: key 'modelbench.gate.{key}' {problem}")
+    metric_specs = _metric_specs(raw.get("metric_list"), path)
+    _check_metric_margins(gate.get("metrics"), {spec.name for spec in metric_specs}, path)
 
     num_fewshot = raw.get("num_fewshot")
     if num_fewshot is not None and (not isinstance(num_fewshot, int) or num_fewshot < 0):
@@ -206,7 +212,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         doc_to_choice=resolve("doc_to_choice", raw.get("doc_to_choice")),
         target_delimiter=raw.get("target_delimiter", " "),
         fewshot_delimiter=raw.get("fewshot_delimiter", "\n\n"),
-        metric_list=_metric_specs(raw.get("metric_list"), path),
+        metric_list=metric_specs,
         process_docs=_document_rules(modelbench, path, task, resolve("process_docs", raw.get("process_docs"))),
         should_decontaminate=bool(raw.get("should_decontaminate", False)),
         doc_to_decontamination_query=raw.get("doc_to_decontamination_query"),
@@ -214,7 +220,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         category_field=modelbench.get("category_field"),
         categories=_string_list(modelbench, "categories", path),
         masked_protocol=_masked_protocol(modelbench, path),
-        gate=GateTolerance(**gate),
+        gate=GateTolerance(**{**gate, "metrics": gate.get("metrics") or {}}),
         config_hash=_config_hash(raw),
     )
     if config.eval_split is None:
@@ -258,6 +264,27 @@ def _check_value_types(block: dict[str, Any], path: Path, prefix: str = "") -> N
             raise TaskConfigError(f"{path}: key '{prefix}{key}' must be a string, got {value!r}")
     if "process_docs" in block and not isinstance(block["process_docs"], FunctionRef):
         raise TaskConfigError(f"{path}: key '{prefix}process_docs' must be a '!function module.name' reference")
+
+
+def _check_metric_margins(block: Any, metric_names: set[str], path: Path) -> None:
+    if block is None:
+        return
+    if not isinstance(block, dict):
+        raise TaskConfigError(f"{path}: key 'modelbench.gate.metrics' must map metric names to margins")
+    for name, margins in block.items():
+        if name not in metric_names:
+            raise TaskConfigError(
+                f"{path}: key 'modelbench.gate.metrics.{name}': no metric '{name}' in metric_list "
+                f"({', '.join(sorted(metric_names))})"
+            )
+        if not isinstance(margins, dict) or not margins or set(margins) - _MARGIN_KEYS:
+            raise TaskConfigError(
+                f"{path}: key 'modelbench.gate.metrics.{name}' may only hold {sorted(_MARGIN_KEYS)}"
+            )
+        for key, value in margins.items():
+            problem = gate_value_problem(key, value)
+            if problem:
+                raise TaskConfigError(f"{path}: key 'modelbench.gate.metrics.{name}.{key}' {problem}")
 
 
 def _string_list(block: dict[str, Any], key: str, path: Path) -> tuple[str, ...] | None:
@@ -355,6 +382,9 @@ def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: b
 def _config_hash(raw: dict[str, Any]) -> str:
     scoring = {k: v for k, v in raw.items() if k not in _NOT_SCORING_KEYS}
     if isinstance(scoring.get("modelbench"), dict):
+        # The gate's settings are policy, not what is scored; a block left empty without them counts as absent.
         scoring["modelbench"] = {k: v for k, v in scoring["modelbench"].items() if k != "gate"}
+        if not scoring["modelbench"]:
+            del scoring["modelbench"]
     text = json.dumps(scoring, sort_keys=True, default=lambda o: getattr(o, "dotted_name", repr(o)))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

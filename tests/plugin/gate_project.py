@@ -60,6 +60,18 @@ def baseline_file(pytester, task=TASK, name="default") -> Path:
     return pytester.path / "baselines" / name / SUITE / f"{task}.json"
 
 
+def gate_heads(junit_xml: Path) -> dict[str, int]:
+    """task → the number of gated tasks its alpha was shared by, from the JUnit XML."""
+    import json
+
+    heads = {}
+    for case in ET.parse(junit_xml).getroot().iter("testcase"):
+        for prop in case.iter("property"):
+            if prop.get("name") == "modelbench.gate":
+                heads[case.get("name")] = json.loads(prop.get("value"))["tasks"]
+    return heads
+
+
 def gate_entries(junit_xml: Path) -> dict[str, dict[tuple[str, str | None], str]]:
     """task → {(metric, category): verdict} from the JUnit XML properties."""
     import json

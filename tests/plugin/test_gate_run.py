@@ -57,6 +57,9 @@ def test_worse_model_fails_with_the_category_table(pytester, tiny_model, bad_mod
         "acc*(all)*40*1.0000*0.5000*-0.5000*0.0100*<0.0001*regressed",
         "acc*agree*20*1.0000*1.0000*+0.0000*0.0100*1.0000*pass",
         "*1 snapshot failed.*",
+        "*false blocks: at most 0.05 for the 1 gated task(s) together when nothing regressed past its margin*",
+        "task*gate*detail*caught at 80%",
+        "gate_probe*regressed*acc ?disagree? -1.0000*acc 0.2*",  # 0.01 + (z_0.975 + z_0.8) × 0.08
     ])
     assert "Traceback" not in result.stdout.str()
     text = md.read_text()
@@ -98,6 +101,12 @@ def test_tolerance_from_the_yaml_and_cli_overrides(pytester, tiny_model, bad_mod
     yaml.write_text(yaml.read_text() + "  gate:\n    absolute_margin: 1.0\n")
     run_gate(pytester, bad_model).assert_outcomes(passed=1)
     run_gate(pytester, bad_model, "--gate-margin=0.01").assert_outcomes(failed=1)
+    # a metric's own entry wins over the task-wide margin; the command line wins over both
+    relaxed = yaml.read_text()
+    yaml.write_text(relaxed + "    metrics:\n      acc: {absolute_margin: 0.01}\n")
+    run_gate(pytester, bad_model).assert_outcomes(failed=1)
+    run_gate(pytester, bad_model, "--gate-margin=1.0").assert_outcomes(passed=1)
+    yaml.write_text(relaxed)
     # 20 of 20 discordant documents give p ≈ 2e-6: not significant at alpha 1e-9, so inconclusive, which passes
     result = run_gate(pytester, bad_model, "--gate-margin=0.01", "--gate-alpha=1e-9")
     result.assert_outcomes(passed=1)

@@ -9,6 +9,7 @@ from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     _one_torch_thread,
     bad_model,
     baseline_file,
+    gate_heads,
     make_project,
     probe_docs,
     run_gate,
@@ -43,6 +44,16 @@ def test_two_workers_write_baselines_without_corrupting_them(pytester, tiny_mode
         record = parse(baseline_file(pytester, task).read_text(), baseline_file(pytester, task))
         assert record.task == task and len(record.doc_keys) == len(probe_docs)
 
-    result = run_gate(pytester, tiny_model)
+    junit = pytester.path / "junit.xml"
+    result = run_gate(pytester, tiny_model, "-n", "2", f"--junitxml={junit}")
     result.assert_outcomes(passed=4)
     assert result.ret == 0
+    # every worker splits alpha over the same 4 collected tasks, so each item is gated on its own
+    assert gate_heads(junit) == {task: 4 for task in TASKS}
+    result.stdout.fnmatch_lines(["*false blocks: at most 0.05 for the 4 gated task(s) together*"])
+    result = run_gate(pytester, tiny_model, "-k", "gate_probe_0 or gate_probe_1", "--gate-error-control=task",
+                      f"--junitxml={junit}")
+    result.assert_outcomes(passed=2, deselected=2)
+    assert gate_heads(junit) == {TASKS[0]: 1, TASKS[1]: 1}
+    result.stdout.fnmatch_lines(["*false blocks: at most 0.05 per task*(--gate-error-control=task)*"])
+

@@ -19,6 +19,7 @@ from pytest_modelbench.gate.baseline import (
     rebaseline_problem,
     record_from_evaluation,
 )
+from pytest_modelbench.metrics.registry import Margin
 from tests.fixtures.gate_records import ACC, DIFF, fake_evaluation, make_record, provenance
 
 DOCS = [
@@ -75,6 +76,19 @@ def test_round_trip_and_readable_layout(tmp_path):
     assert '"acc": {"direction": "higher", "ideal": null, "binary": true},' in text
 
 
+def test_gate_settings_round_trip_and_older_gate_blocks_still_load(tmp_path):
+    tolerance = Tolerance(0.01, 0.0, 0.05, tasks=21, metric_margins={"likelihood_diff": Margin(relative=0.1)})
+    record = make_record({"acc": [1, 0, 1], "likelihood_diff": [0.5, 1.25, 3.0]}, tolerance=tolerance)
+    text = dumps(record)
+    assert parse(text, "x.json").tolerance == tolerance
+    assert json.loads(text)["gate"]["metric_margins"] == {"likelihood_diff": {"absolute": 0.0, "relative": 0.1}}
+    # a baseline written before "tasks" and "metric_margins" existed (baselines/default/bias/ are)
+    document = json.loads(text)
+    document["gate"] = {"absolute_margin": 0.01, "relative_margin": 0.0, "alpha": 0.05}
+    older = parse(_resealed(document), "old.json").tolerance
+    assert older == Tolerance(0.01, 0.0, 0.05) and older.tasks == 1 and older.margin("acc") == Margin(0.01, 0.0)
+
+
 def test_one_flipped_outcome_is_a_small_diff():
     before = dumps(make_record({"acc": [1, 0, 1, 1]}, ["a", "b", "a", "b"]))
     after = dumps(make_record({"acc": [1, 1, 1, 1]}, ["a", "b", "a", "b"]))
@@ -121,6 +135,8 @@ def _resealed(document: dict) -> str:
         (lambda d: d["metrics"]["acc"].update(direction="sideways"), "must be higher, lower or ideal"),
         (lambda d: d["provenance"].pop("data_fingerprint"), "'provenance.data_fingerprint' is missing"),
         (lambda d: d["gate"].update(alpha="x"), "'gate.alpha' has the wrong type"),
+        (lambda d: d["gate"].update(tasks=0), "'gate.tasks' must be an integer >= 1"),
+        (lambda d: d["gate"].update(metric_margins={"acc": {"absolute": "x"}}), "'gate.metric_margins.acc.absolute'"),
     ],
 )
 def test_structural_problems_are_explained_even_with_a_valid_checksum(edit, message):

@@ -5,9 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import math
+from statistics import NormalDist
+
 from pytest_modelbench.gate.baseline import Tolerance, dumps
-from pytest_modelbench.gate.compare import compare, paired_test
-from pytest_modelbench.gate.statistics import Verdict, holm_adjust, mcnemar_pvalue
+from pytest_modelbench.gate.compare import compare, holm_weights, paired_test
+from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.metrics.registry import Margin
 from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineUpdateExtension, gate_texts
 from tests.fixtures.gate_records import STEREO, make_record
 
@@ -26,28 +30,79 @@ def test_identical_runs_pass_everywhere():
     record = make_record({"acc": acc, "likelihood_diff": diff}, cats)
     comparison = compare(record, record, TOL)
     assert {e.verdict for e in comparison.entries} == {Verdict.PASS}
-    assert all(e.delta == 0 and e.p_value == 1 and e.mde == 0 for e in comparison.entries)
+    assert all(e.delta == 0 and e.p_value == 1 and e.mde == e.margin == 0.01 for e in comparison.entries)
     assert len(comparison.entries) == 2 * 5 and comparison.verdict is Verdict.PASS
 
 
-def test_binary_regression_uses_mcnemar_and_holm_across_categories():
+def _binary_p_worse(base, cand, margin):
+    """Independent closed form: max(Phi((delta + margin) / SE), P(Binomial(lost + gained, 1/2) >= lost))."""
+    base, cand = np.asarray(base, float), np.asarray(cand, float)
+    diff = cand - base
+    lost, gained = int(np.sum(diff < 0)), int(np.sum(diff > 0))
+    se = math.sqrt(np.sum((diff - diff.mean()) ** 2) / (len(diff) - 1) / len(diff))
+    wald = NormalDist().cdf((diff.mean() + margin) / se)
+    n = lost + gained
+    tail = sum(math.comb(n, i) for i in range(lost, n + 1)) / 2**n if n < 25 else 0.5 * math.erfc(
+        (lost - gained - 1) / math.sqrt(n) / math.sqrt(2))
+    return max(wald, tail)
+
+
+def test_binary_regression_uses_mcnemar_and_weighted_holm_across_the_task():
     cats = ["good"] * 40 + ["bad"] * 40 + ["tiny"] * 4
     base = [1] * 40 + [1] * 30 + [0] * 10 + [1, 1, 0, 0]
     cand = [1] * 40 + [0] * 30 + [0] * 10 + [1, 0, 0, 1]  # 30 lost in "bad"; one lost and one gained in "tiny"
     comparison = compare(make_record({"acc": base}, cats), make_record({"acc": cand}, cats), TOL)
     by_key = entries(comparison)
     bad, good, tiny, overall = (by_key[("acc", c)] for c in ("bad", "good", "tiny", None))
-    assert bad.test == "mcnemar" and bad.raw_p_value == mcnemar_pvalue(30, 0)
-    assert tiny.raw_p_value == mcnemar_pvalue(1, 1) == 1.0
-    raw = [by_key[("acc", c)].raw_p_value for c in ("bad", "good", "tiny")]
-    assert [by_key[("acc", c)].p_value for c in ("bad", "good", "tiny")] == holm_adjust(raw)
-    assert overall.p_value == overall.raw_p_value == mcnemar_pvalue(31, 1)  # the overall entry is not adjusted
+    assert bad.test == "mcnemar"
+    # 30 discordant documents: McNemar's normal tail, z = (30 - 0 - 1) / sqrt(30); the Wald p is far smaller
+    assert bad.raw_p_value == pytest.approx(0.5 * math.erfc(29 / math.sqrt(30) / math.sqrt(2)))
+    assert bad.raw_p_value == pytest.approx(_binary_p_worse(base[40:80], cand[40:80], 0.01))
+    assert overall.raw_p_value == pytest.approx(_binary_p_worse(base, cand, 0.01))
+    assert tiny.raw_p_value == pytest.approx(_binary_p_worse(base[80:], cand[80:], 0.01))
+    # Weights: the overall entry 1/2, each of the three categories 1/6. The overall entry has the smallest p / w
+    # (1.5e-7 / (1/2) against 6.0e-8 / (1/6)), so it is tested first, at alpha × (1/2) / 1: adjusted 2 × p. "bad"
+    # comes next, at alpha × (1/6) / (1 − 1/2): adjusted 3 × p, or the previous adjusted value if larger.
+    assert overall.raw_p_value / 0.5 < bad.raw_p_value / (1 / 6)
+    assert overall.p_value == pytest.approx(2 * overall.raw_p_value)
+    assert bad.p_value == pytest.approx(max(overall.p_value, 3 * bad.raw_p_value))
     assert bad.verdict is Verdict.REGRESSED and bad.delta == pytest.approx(-0.75)
     assert overall.verdict is Verdict.REGRESSED
-    assert good.verdict is Verdict.PASS
+    assert good.verdict is Verdict.PASS and good.p_value == 1.0
     assert tiny.verdict is Verdict.INCONCLUSIVE and tiny.mde > tiny.margin  # n=4 cannot tell
     assert [e.label for e in comparison.worst_first()[:2]] == ["bad", "(all)"]
     assert comparison.verdict is Verdict.REGRESSED
+
+
+def test_holm_weights_split_between_overall_and_categories():
+    assert holm_weights([None, None]) == [0.5, 0.5]
+    assert holm_weights([None, "a", "b", None, "a", "b"]) == pytest.approx([0.25, 0.125, 0.125, 0.25, 0.125, 0.125])
+    assert holm_weights(["a", "b"]) == [0.5, 0.5]  # categories only (the overall entry could not be computed)
+
+
+def test_a_change_inside_the_margin_does_not_block_however_many_documents():
+    # 0.5 points worse on 200,000 documents: hugely significant against zero, but inside the 1-point margin.
+    n = 200_000
+    base = np.ones(n)
+    cand = base.copy()
+    cand[: n // 200] = 0
+    (entry,) = compare(make_record({"acc": base}), make_record({"acc": cand}), TOL).entries
+    assert entry.delta == pytest.approx(-0.005)
+    assert entry.verdict is Verdict.PASS  # and shown to be within the margin
+    cand[: 3 * n // 200] = 0  # 1.5 points worse: beyond the margin, and the data show it
+    (entry,) = compare(make_record({"acc": base}), make_record({"acc": cand}), TOL).entries
+    assert entry.verdict is Verdict.REGRESSED
+
+
+def test_tasks_share_alpha():
+    # 12 of 100 documents lost: SE = sqrt(0.10667 / 100), z = (-0.12 + 0.01) / SE = -3.37, p = 3.8e-4
+    base = make_record({"acc": [1] * 100})
+    cand = make_record({"acc": [0] * 12 + [1] * 88})
+    alone = compare(base, cand, TOL).entries[0]
+    assert alone.verdict is Verdict.REGRESSED and alone.p_value == pytest.approx(3.8e-4, rel=0.01)
+    assert alone.p_value == pytest.approx(_binary_p_worse([1] * 100, [0] * 12 + [1] * 88, 0.01))
+    shared = compare(base, cand, Tolerance(0.01, 0.0, 0.05, tasks=500)).entries[0]  # tested at 0.05 / 500 = 1e-4
+    assert shared.verdict is Verdict.INCONCLUSIVE and shared.mde > alone.mde
 
 
 def test_improvement_is_reported_not_failed():
@@ -88,7 +143,7 @@ def test_ideal_point_compares_distance_from_the_ideal():
     # 0.45 → 0.55: the mean moved significantly (McNemar would flag it) but the distance from 0.5 did not.
     base = np.array([1] * 180 + [0] * 220)
     cand = np.array([1] * 220 + [0] * 180)
-    assert mcnemar_pvalue(0, 40) < 1e-6
+    assert _binary_p_worse(1 - base, 1 - cand, 0.0) < 1e-6  # read as a loss of 40 documents, it would block
     entry = stereo(base, cand)
     assert entry.test == "bootstrap" and entry.delta == pytest.approx(0.0, abs=1e-12)
     assert entry.verdict is not Verdict.REGRESSED
@@ -126,13 +181,21 @@ def test_relative_and_absolute_margins():
     entry = compare(base, cand, Tolerance(0.01, 0.05, 0.05)).entries[0]
     assert entry.margin == pytest.approx(0.55) and entry.verdict is Verdict.PASS
     assert compare(base, cand, Tolerance(0.5, 0.0, 0.05)).entries[0].verdict is Verdict.PASS
+    # a metric's own margin wins over the task-wide one
+    per_metric = Tolerance(0.5, 0.0, 0.05, metric_margins={"likelihood_diff": Margin(relative=0.02)})
+    entry = compare(base, cand, per_metric).entries[0]
+    assert entry.margin == pytest.approx(0.22) and entry.verdict is Verdict.REGRESSED
 
 
 def test_paired_test_edge_cases():
     empty = paired_test(np.array([]), np.array([]), direction="higher", ideal=None, binary=True)
-    assert (empty.delta, empty.p_value, empty.standard_error) == (0.0, 1.0, 0.0)
+    assert (empty.delta, empty.standard_error, empty.test) == (0.0, 0.0, "none")
+    assert empty.p_values(0.01) == (1.0, 1.0)
     lower = paired_test(np.array([0, 0, 1.0]), np.array([1, 1, 1.0]), direction="lower", ideal=None, binary=True)
-    assert lower.delta == pytest.approx(-2 / 3) and lower.p_value == mcnemar_pvalue(2, 0)
+    assert lower.delta == pytest.approx(-2 / 3) and (lower.lost, lower.gained) == (2, 0)
+    assert lower.p_values(0.0)[0] == pytest.approx(0.25)  # two documents lost: McNemar's exact tail 1/4
+    single = paired_test(np.array([3.0]), np.array([9.0]), direction="lower", ideal=None, binary=False)
+    assert single.test == "none" and single.delta == -6.0 and single.p_values(0.01) == (1.0, 1.0)
 
 
 def test_syrupy_comparator_applies_the_gate():
@@ -205,13 +268,8 @@ def test_aggregate_metrics_are_stored_and_bootstrapped_with_their_documents():
         compare(parsed, record(worse_eval), TOL)
 
 
-def test_enough_resamples_for_holm_over_many_categories():
-    from pytest_modelbench.gate.compare import resamples_for
-
-    assert resamples_for(2000, 4, 0.05) == 2000
-    assert resamples_for(2000, 57, 0.05) == 3420  # MMLU's subjects: 2 / 3421 < 0.05 / 57
-    assert resamples_for(200, 4, 0.05) == 240
-    # a large shift in each of 12 categories of a continuous metric is significant after Holm
+def test_many_categories_regress_together():
+    # a large shift in each of 12 categories of a continuous metric blocks each of them after Holm
     cats = [f"c{i}" for i in range(12)] * 40
     base = np.random.default_rng(3).normal(0, 1, len(cats))
     comparison = compare(make_record({"likelihood_diff": base}, cats), make_record({"likelihood_diff": base + 2.0}, cats), TOL)

@@ -117,6 +117,22 @@ def test_config_hash_ignores_tags_but_not_templates(tmp_path):
     assert first != edited
 
 
+def test_gate_block_with_margins_per_metric(tmp_path):
+    gate = "modelbench:\n  gate:\n    alpha: 0.01\n    metrics:\n      acc_norm: {absolute_margin: 0.02}\n"
+    config = load_task_config(write(tmp_path, "g.yaml", BASE + gate))
+    assert config.gate.alpha == 0.01 and config.gate.metrics == {"acc_norm": {"absolute_margin": 0.02}}
+    # margins are policy, not task definition: the config hash ignores them
+    assert config.config_hash == load_task_config(write(tmp_path, "plain.yaml", BASE)).config_hash
+    bad = {
+        "      bleu: {absolute_margin: 0.02}\n": "key 'modelbench.gate.metrics.bleu': no metric 'bleu' in metric_list",
+        "      acc: {margin: 0.02}\n": "key 'modelbench.gate.metrics.acc' may only hold",
+    }
+    for block, message in bad.items():
+        text = BASE + "modelbench:\n  gate:\n    metrics:\n" + block
+        with pytest.raises(TaskConfigError, match=message):
+            load_task_config(write(tmp_path, "bad.yaml", text))
+
+
 def test_is_task_file(tmp_path):
     assert is_task_file(write(tmp_path, "t.yaml", BASE))
     assert not is_task_file(write(tmp_path, "g.yaml", "group: g\ntask: [a, b]\n"))

@@ -13,12 +13,13 @@ from pytest_modelbench.gate.statistics import (
     BootstrapResult,
     Judgement,
     Verdict,
+    detectable_regression,
     holm_adjust,
     judge,
-    mcnemar_pvalue,
-    minimum_detectable_effect,
+    mcnemar_one_sided_pvalue,
     paired_binary_standard_error,
     paired_bootstrap,
+    worse_than_margin_pvalue,
 )
 
 # Standard normal quantiles from published tables (8 significant digits).
@@ -29,66 +30,55 @@ Z_90 = 1.2815516
 Z_80 = 0.8416212
 
 
-# --- McNemar -------------------------------------------------------------------------------------
+# --- McNemar ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("b", "c", "expected"),
+    ("lost", "gained", "expected"),
     [
         (0, 0, 1.0),
-        (0, 5, 2 * 0.5**5),  # P(X <= 0) = 1/32
-        (5, 0, 2 * 0.5**5),  # symmetric in b, c
-        (1, 9, 2 * (1 + 10) / 1024),  # P(X <= 1) = (C(10,0) + C(10,1)) / 2^10
-        (3, 3, 1.0),  # 2 * 42/64 > 1, capped
-        (2, 8, 2 * (1 + 10 + 45) / 1024),  # C(10,0..2)
-        # b + c = 24 still exact: C(24,0..6) = 1, 24, 276, 2024, 10626, 42504, 134596 (sum 190051).
-        (6, 18, 2 * 190051 / 2**24),
+        (5, 0, 0.5**5),  # P(X >= 5) = 1/32
+        (0, 5, 1.0),  # P(X >= 0)
+        (9, 1, (1 + 10) / 1024),  # P(X >= 9) = (C(10,10) + C(10,9)) / 2^10
+        (3, 3, 42 / 64),  # C(6,3..6) = 20 + 15 + 6 + 1
+        (8, 2, (1 + 10 + 45) / 1024),
+        # lost + gained = 24 still exact: C(24,18..24) = 134596 + 42504 + 10626 + 2024 + 276 + 24 + 1 (sum 190051).
+        (18, 6, 190051 / 2**24),
     ],
 )
-def test_mcnemar_exact_branch(b, c, expected):
-    assert mcnemar_pvalue(b, c) == pytest.approx(expected, rel=1e-12)
+def test_mcnemar_exact_branch(lost, gained, expected):
+    assert mcnemar_one_sided_pvalue(lost, gained) == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize(
-    ("b", "c", "expected", "tol"),
+    ("lost", "gained", "expected", "tol"),
     [
-        # chi2 = 19^2 / 40 = 9.025; 1-dof survival = erfc(sqrt(chi2 / 2)).
-        (10, 30, math.erfc(math.sqrt(9.025 / 2)), 1e-12),
-        # b + c = 25 switches to chi-square: chi2 = 6^2/25 = 1.44 = 1.2^2, so p = 2 * (1 - Phi(1.20)).
-        # Normal table: Phi(1.20) = 0.88493 -> p = 0.23014.
-        (9, 16, 0.23014, 1e-4),
-        # chi2 = 14^2/25 = 7.84 = 2.8^2; table Phi(2.80) = 0.99744 -> p = 0.00511.
-        (5, 20, 0.00511, 1e-4),
+        # z = (30 - 10 - 1) / sqrt(40); upper normal tail = erfc(z / sqrt 2) / 2.
+        (30, 10, 0.5 * math.erfc(19 / math.sqrt(40) / math.sqrt(2)), 1e-12),
+        # lost + gained = 25 switches to the normal tail: z = (16 - 9 - 1) / 5 = 1.2; table Phi(1.20) = 0.88493.
+        (16, 9, 1 - 0.88493, 1e-5),
+        # z = (20 - 5 - 1) / 5 = 2.8; table Phi(2.80) = 0.99744.
+        (20, 5, 1 - 0.99744, 1e-5),
+        # a gain: z = (9 - 16 - 1) / 5 = -1.6; table Phi(1.60) = 0.94520.
+        (9, 16, 0.94520, 1e-5),
     ],
 )
-def test_mcnemar_chi_square_branch(b, c, expected, tol):
-    assert mcnemar_pvalue(b, c) == pytest.approx(expected, abs=tol)
-
-
-def test_mcnemar_chi_square_differs_from_exact_at_boundary():
-    # (6, 18) with chi-square would be erfc(sqrt(121/24/2)) = 0.0248, not the exact 0.02266.
-    assert mcnemar_pvalue(6, 18) != pytest.approx(math.erfc(math.sqrt(121 / 24 / 2)), rel=1e-3)
-
-
-def test_mcnemar_balanced_large_counts_give_one():
-    assert mcnemar_pvalue(50, 50) == 1.0
-    assert mcnemar_pvalue(50_000, 50_000) == 1.0
-    # |b - c| = 1 is no evidence at all after the continuity correction.
-    assert mcnemar_pvalue(12, 13) == 1.0
+def test_mcnemar_normal_branch(lost, gained, expected, tol):
+    assert mcnemar_one_sided_pvalue(lost, gained) == pytest.approx(expected, abs=tol)
 
 
 def test_mcnemar_large_n_is_stable():
-    p = mcnemar_pvalue(0, 100_000)
-    assert 0.0 <= p < 1e-300
-    assert 0.0 < mcnemar_pvalue(49_000, 51_000) < 1e-8
-    assert mcnemar_pvalue(np.int64(1), np.int64(9)) == pytest.approx(22 / 1024)
+    assert 0.0 <= mcnemar_one_sided_pvalue(100_000, 0) < 1e-300
+    assert 0.0 < mcnemar_one_sided_pvalue(51_000, 49_000) < 1e-8
+    assert mcnemar_one_sided_pvalue(49_000, 51_000) == pytest.approx(1.0)
+    assert mcnemar_one_sided_pvalue(np.int64(9), np.int64(1)) == pytest.approx(11 / 1024)
 
 
 def test_mcnemar_rejects_bad_counts():
     with pytest.raises(ValueError):
-        mcnemar_pvalue(-1, 3)
+        mcnemar_one_sided_pvalue(-1, 3)
     with pytest.raises(TypeError):
-        mcnemar_pvalue(1.5, 3)
+        mcnemar_one_sided_pvalue(1.5, 3)
 
 
 # --- Holm ----------------------------------------------------------------------------------------
@@ -121,6 +111,28 @@ def test_holm_edge_cases():
         holm_adjust([0.1, 1.5])
     with pytest.raises(ValueError):
         holm_adjust([float("nan")])
+    with pytest.raises(ValueError):
+        holm_adjust([0.1, 0.2], [1.0, 0.0])
+    with pytest.raises(ValueError):
+        holm_adjust([0.1, 0.2], [1.0])
+
+
+def test_weighted_holm_by_hand():
+    # weights 1/2, 1/4, 1/4 (sum 1). Order by p / w: 0.004 / 0.25 = 0.016, 0.01 / 0.5 = 0.02, 0.03 / 0.25 = 0.12.
+    #   first  (p 0.004, w 1/4): 0.004 × 1 / 0.25 = 0.016
+    #   second (p 0.010, w 1/2): 0.010 × 0.75 / 0.5 = 0.015 -> kept monotone at 0.016
+    #   third  (p 0.030, w 1/4): 0.030 × 0.25 / 0.25 = 0.030
+    assert holm_adjust([0.01, 0.004, 0.03], [0.5, 0.25, 0.25]) == pytest.approx([0.016, 0.016, 0.03])
+    # equal weights of any scale are plain Holm
+    assert holm_adjust([0.01, 0.04, 0.03, 0.005], [3.0] * 4) == pytest.approx(holm_adjust([0.01, 0.04, 0.03, 0.005]))
+
+
+def test_weighted_holm_controls_the_family_wise_error_by_simulation():
+    # 6 true null hypotheses with uniform p-values: P(any adjusted p < 0.05) <= 0.05 whatever the weights.
+    rng = np.random.default_rng(5)
+    weights = [0.5, 0.1, 0.1, 0.1, 0.1, 0.1]
+    rejections = sum(min(holm_adjust(list(rng.uniform(size=6)), weights)) < 0.05 for _ in range(4000))
+    assert rejections / 4000 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 4000)
 
 
 # --- Paired bootstrap ----------------------------------------------------------------------------
@@ -150,12 +162,12 @@ def test_bootstrap_is_paired():
     assert result.standard_error < 1e-9
 
 
-def test_bootstrap_generic_statistic_is_paired():
+def test_bootstrap_of_a_function_of_the_mean_is_paired():
     rng = np.random.default_rng(4)
     baseline = rng.normal(0, 100, size=201)
-    candidate = baseline + 0.5  # median shifts by exactly 0.5 on every paired resample
-    result = paired_bootstrap(baseline, candidate, statistic=np.median, n_resamples=200)
-    assert result.low == pytest.approx(0.5) and result.high == pytest.approx(0.5)
+    candidate = baseline + 0.5  # the mean shifts by exactly 0.5 on every paired resample
+    result = paired_bootstrap(baseline, candidate, of_mean=lambda m: 2 * m, n_resamples=200)
+    assert result.low == pytest.approx(1.0) and result.high == pytest.approx(1.0)
 
 
 def test_bootstrap_is_deterministic_given_seed():
@@ -171,48 +183,41 @@ def test_bootstrap_delta_is_full_data_difference():
     baseline = np.array([0.0, 1.0, 2.0, 3.0])
     candidate = np.array([1.0, 1.0, 4.0, 3.0])
     assert paired_bootstrap(baseline, candidate, n_resamples=10).delta == pytest.approx(0.75)
-    median = paired_bootstrap(baseline, candidate, statistic=np.median, n_resamples=10)
-    assert median.delta == pytest.approx(2.0 - 1.5)  # medians of [1, 1, 3, 4] and [0, 1, 2, 3]
+    # distance from 1.5: |2.25 - 1.5| - |1.5 - 1.5|
+    distance = paired_bootstrap(baseline, candidate, of_mean=lambda m: np.abs(m - 1.5), n_resamples=10)
+    assert distance.delta == pytest.approx(0.75)
 
 
-def test_bootstrap_p_value_small_for_large_shift_never_zero():
+def test_bootstrap_standard_error_matches_the_closed_form():
     rng = np.random.default_rng(21)
-    baseline = rng.normal(size=200)
-    candidate = baseline + rng.normal(1.0, 1.0, size=200)
-    result = paired_bootstrap(baseline, candidate, n_resamples=999)
-    # No resampled delta reaches 0 -> p = 2 * (0 + 1) / (999 + 1).
-    assert result.p_value == pytest.approx(0.002)
-    assert result.low > 0.7 and result.high < 1.3
-
-
-def test_bootstrap_p_value_large_for_no_shift():
-    rng = np.random.default_rng(22)
-    baseline = rng.normal(size=200)
-    noise = rng.normal(size=200)
-    candidate = baseline + (noise - noise.mean())  # observed mean difference exactly 0
-    result = paired_bootstrap(baseline, candidate)
-    assert result.p_value > 0.8
-    assert result.low < 0 < result.high
+    baseline = rng.normal(size=400)
+    candidate = baseline + rng.normal(1.0, 1.0, size=400)
+    result = paired_bootstrap(baseline, candidate, n_resamples=2000)
+    # SE of a mean difference: sd(diff) / sqrt(n) (the bootstrap's uses n, not n - 1, in the variance)
+    diff = candidate - baseline
+    assert result.standard_error == pytest.approx(np.std(diff) / math.sqrt(400), rel=0.05)
+    assert result.low < diff.mean() < result.high
 
 
 def test_bootstrap_identical_arrays():
     x = np.random.default_rng(1).normal(size=50)
-    assert paired_bootstrap(x, x.copy()) == BootstrapResult(
-        delta=0.0, low=0.0, high=0.0, p_value=1.0, standard_error=0.0
-    )
+    assert paired_bootstrap(x, x.copy()) == BootstrapResult(delta=0.0, low=0.0, high=0.0, standard_error=0.0)
 
 
-def test_bootstrap_generic_statistic_uses_same_resamples_as_vectorised_mean():
+def test_bootstrap_of_the_distance_from_an_ideal_point_by_hand():
+    # Every resample of these two arrays has the same means (constant arrays): no spread, exact delta.
+    baseline, candidate = np.full(50, 0.45), np.full(50, 0.65)
+    result = paired_bootstrap(baseline, candidate, of_mean=lambda m: -np.abs(m - 0.5), n_resamples=100)
+    assert result.delta == pytest.approx(-(0.15 - 0.05))
+    assert result.standard_error == pytest.approx(0.0, abs=1e-12)
+    # 0/1 outcomes: the resampled distances follow the independent loop below with the same generator
     rng = np.random.default_rng(8)
-    baseline = rng.normal(size=37)  # odd length, several chunks would not matter either
-    candidate = baseline + rng.normal(0.2, 1.0, size=37)
-    fast = paired_bootstrap(baseline, candidate, n_resamples=300, seed=4)
-    slow = paired_bootstrap(
-        baseline, candidate, statistic=lambda x: float(np.mean(x)), n_resamples=300, seed=4
-    )
-    assert slow.low == pytest.approx(fast.low)
-    assert slow.high == pytest.approx(fast.high)
-    assert slow.standard_error == pytest.approx(fast.standard_error)
+    baseline = (rng.random(37) < 0.5).astype(float)
+    candidate = (rng.random(37) < 0.7).astype(float)
+    result = paired_bootstrap(baseline, candidate, of_mean=lambda m: -np.abs(m - 0.5), n_resamples=300, seed=4)
+    draws = np.random.Generator(np.random.PCG64(4)).integers(0, 37, size=(300, 37))
+    loop = [abs(baseline[i].mean() - 0.5) - abs(candidate[i].mean() - 0.5) for i in draws]
+    assert result.standard_error == pytest.approx(np.std(loop, ddof=1))
 
 
 def test_bootstrap_accepts_binary_outcomes():
@@ -235,46 +240,75 @@ def test_bootstrap_rejects_bad_input():
         paired_bootstrap(np.zeros(3), np.zeros(3), n_resamples=0)
 
 
-# --- Minimum detectable effect and standard error ------------------------------------------------
+# --- Detectable regression, one-sided p-values and standard error -----------------------------------
 
 
 @pytest.mark.parametrize(
     ("alpha", "power", "expected"),
     [
-        (0.05, 0.8, Z_975 + Z_80),  # 2.801585
-        (0.05, 0.5, Z_975),  # z_0.5 = 0
-        (0.01, 0.9, Z_995 + Z_90),  # 3.857381
-        (0.10, 0.8, Z_95 + Z_80),  # 2.486475
-        (0.05, 0.975, 2 * Z_975),
+        (0.05, 0.8, Z_95 + Z_80),  # 2.486475
+        (0.025, 0.8, Z_975 + Z_80),  # 2.801585, the "2.8 SE" of a two-sided test at 0.05
+        (0.05, 0.5, Z_95),  # z_0.5 = 0
+        (0.005, 0.9, Z_995 + Z_90),
     ],
 )
-def test_mde_matches_normal_table(alpha, power, expected):
-    assert minimum_detectable_effect(1.0, alpha, power) == pytest.approx(expected, abs=1e-6)
-
-
-def test_mde_default_is_about_2_8_se():
-    assert minimum_detectable_effect(0.5) == pytest.approx(0.5 * 2.801585, abs=1e-6)
-    assert minimum_detectable_effect(0.0) == 0.0
+def test_detectable_regression_matches_normal_table(alpha, power, expected):
+    assert detectable_regression(1.0, 0.0, alpha, power) == pytest.approx(expected, abs=1e-6)
+    assert detectable_regression(0.5, 0.02, alpha, power) == pytest.approx(0.02 + 0.5 * expected, abs=1e-6)
+    assert detectable_regression(0.0, 0.02, alpha, power) == 0.02
 
 
 @pytest.mark.parametrize(
     ("n", "points", "rounding"),
-    # Reference: discordance 0.2 on CrowS-Pairs -> all 1,508 about 3.2 points, disability (60) 16;
-    # tolerance is half a unit in the last digit the reference states.
+    # Reference: discordance 0.2 on CrowS-Pairs -> all 1,508 about 3.2 points, disability (60) 16, at two-sided
+    # 0.05 (one-sided 0.025) and no margin; tolerance is half a unit in the last digit the reference states.
     [(1508, 3.2, 0.05), (516, 5.5, 0.05), (262, 7.7, 0.05), (60, 16, 0.5)],
 )
-def test_mde_reproduces_reference_crows_pairs_figures(n, points, rounding):
-    mde_points = 100 * minimum_detectable_effect(math.sqrt(0.2 / n))
-    assert mde_points == pytest.approx(points, abs=rounding)
+def test_detectable_regression_reproduces_reference_crows_pairs_figures(n, points, rounding):
+    assert 100 * detectable_regression(math.sqrt(0.2 / n), 0.0, 0.025) == pytest.approx(points, abs=rounding)
 
 
-def test_mde_rejects_bad_arguments():
+def test_detectable_regression_rejects_bad_arguments():
     with pytest.raises(ValueError):
-        minimum_detectable_effect(-0.1)
+        detectable_regression(-0.1, 0.01)
     with pytest.raises(ValueError):
-        minimum_detectable_effect(0.1, alpha=0.0)
+        detectable_regression(0.1, -0.01)
     with pytest.raises(ValueError):
-        minimum_detectable_effect(0.1, power=1.0)
+        detectable_regression(0.1, 0.01, alpha=0.0)
+    with pytest.raises(ValueError):
+        detectable_regression(0.1, 0.01, power=1.0)
+
+
+def test_worse_than_margin_pvalue_by_table():
+    # delta -0.03, margin 0.01, SE 0.01: z = -2.0; table Phi(-2.00) = 0.02275
+    assert worse_than_margin_pvalue(-0.03, 0.01, 0.01) == pytest.approx(0.02275, abs=1e-5)
+    # at the margin exactly: 1/2; inside it: large
+    assert worse_than_margin_pvalue(-0.01, 0.004, 0.01) == pytest.approx(0.5)
+    assert worse_than_margin_pvalue(0.0, 0.004, 0.01) == pytest.approx(0.99379, abs=1e-5)  # Phi(2.5)
+    # SE 0: the data decide outright
+    assert worse_than_margin_pvalue(-0.02, 0.0, 0.01) == 0.0
+    assert worse_than_margin_pvalue(-0.01, 0.0, 0.01) == 1.0
+    with pytest.raises(ValueError):
+        worse_than_margin_pvalue(0.0, -1.0, 0.01)
+
+
+def test_non_inferiority_test_keeps_its_size_at_the_margin_by_simulation():
+    # Paired 0/1 outcomes, true change exactly -margin: a one-sided test at 0.05 blocks about 5% of the time; at
+    # half the margin far less. Simulated here independently of the gate's own code path.
+    rng = np.random.default_rng(17)
+    n, margin, discordant = 2000, 0.01, 0.15
+    blocked = {}
+    for change in (-margin, -margin / 2):
+        p_lost = (discordant - change) / 2  # P(lost) - P(gained) = -change
+        count = 0
+        for _ in range(2000):
+            u = rng.random(n)
+            diff = np.where(u < p_lost, -1.0, np.where(u < discordant, 1.0, 0.0))
+            se = np.std(diff, ddof=1) / math.sqrt(n)
+            count += worse_than_margin_pvalue(diff.mean(), se, margin) < 0.05
+        blocked[change] = count / 2000
+    assert 0.035 <= blocked[-margin] <= 0.065
+    assert blocked[-margin / 2] <= 0.02
 
 
 def test_paired_binary_standard_error_hand_computed():
@@ -303,105 +337,47 @@ def test_paired_binary_standard_error_degenerate():
 # --- judge ---------------------------------------------------------------------------------------
 
 
-def _binary_case(right_to_wrong: int, wrong_to_right: int, concordant: int) -> Judgement:
-    """Judge a binary metric with the given discordant counts, as a gate would (margin 2 points)."""
-    baseline = np.array([1] * right_to_wrong + [0] * wrong_to_right + [1] * concordant)
-    candidate = np.array([0] * right_to_wrong + [1] * wrong_to_right + [1] * concordant)
+def _judge(delta, se, margin=0.02, alpha=0.05, p_worse=None, p_better=None):
     return judge(
-        float(candidate.mean() - baseline.mean()),
-        p_value=mcnemar_pvalue(right_to_wrong, wrong_to_right),
-        standard_error=paired_binary_standard_error(baseline, candidate),
-        margin=0.02,
+        delta,
+        p_worse=worse_than_margin_pvalue(delta, se, margin) if p_worse is None else p_worse,
+        p_better=worse_than_margin_pvalue(-delta, se, margin) if p_better is None else p_better,
+        standard_error=se, margin=margin, alpha=alpha, mde=detectable_regression(se, margin, alpha),
     )
 
 
 def test_judge_unchanged_model_passes():
-    outcomes = np.random.default_rng(0).integers(0, 2, size=500)
     for margin in (0.0, 0.02):
-        result = judge(
-            0.0,
-            p_value=mcnemar_pvalue(0, 0),
-            standard_error=paired_binary_standard_error(outcomes, outcomes),
-            margin=margin,
-        )
-        assert result == Judgement(Verdict.PASS, delta=0.0, p_value=1.0, mde=0.0, margin=margin)
+        result = _judge(0.0, 0.0, margin)
+        assert result == Judgement(Verdict.PASS, delta=0.0, p_value=1.0, mde=margin, margin=margin)
 
 
-def test_judge_big_regression():
-    result = _binary_case(right_to_wrong=150, wrong_to_right=10, concordant=840)
-    assert result.verdict is Verdict.REGRESSED
-    assert result.delta == pytest.approx(-0.14)
-
-
-def test_judge_big_improvement():
-    result = _binary_case(right_to_wrong=10, wrong_to_right=150, concordant=840)
-    assert result.verdict is Verdict.IMPROVED
-
-
-def test_judge_tiny_n_is_inconclusive_and_reports_mde():
-    # n = 10, diff = [-1, -1, -1, +1, 0 x 6]: mean -0.2, sample variance 3.6 / 9 = 0.4, SE = 0.2.
-    result = _binary_case(right_to_wrong=3, wrong_to_right=1, concordant=6)
-    assert result.verdict is Verdict.INCONCLUSIVE
-    assert result.p_value == pytest.approx(2 * 5 / 16)
-    assert result.mde == pytest.approx(0.2 * 2.801585, abs=1e-6)
-
-
-def test_judge_tiny_n_with_zero_sample_se_is_not_a_pass():
-    # Two documents both flipped right -> wrong: sample SE is 0, p = 0.5, delta = -1.
-    result = _binary_case(right_to_wrong=2, wrong_to_right=0, concordant=0)
-    assert result.verdict is Verdict.INCONCLUSIVE
-
-
-def test_judge_large_unchanged_sample_passes_despite_noise():
-    # 40 flips each way among 5000 documents: no net change, MDE = 2.8 * sqrt(80/4999/5000) ~ 0.5 points.
-    result = _binary_case(right_to_wrong=40, wrong_to_right=40, concordant=4920)
-    assert result.verdict is Verdict.PASS
+def test_judge_big_regression_and_improvement():
+    assert _judge(-0.14, 0.012).verdict is Verdict.REGRESSED
+    assert _judge(0.14, 0.012).verdict is Verdict.IMPROVED
 
 
 def test_judge_rule_boundaries():
-    # Significant but within the margin, well powered -> PASS.
-    assert judge(-0.01, p_value=0.001, standard_error=0.003, margin=0.02).verdict is Verdict.PASS
-    # p exactly alpha is not significant; worse than the margin -> INCONCLUSIVE.
-    assert (
-        judge(-0.05, p_value=0.05, standard_error=0.001, margin=0.02).verdict
-        is Verdict.INCONCLUSIVE
-    )
-    # Not significant, within the margin, but underpowered (MDE 0.028 > 0.02) -> INCONCLUSIVE.
-    assert judge(0.0, p_value=1.0, standard_error=0.01, margin=0.02).verdict is Verdict.INCONCLUSIVE
-    # Same, with a wider margin (MDE 0.028 <= 0.03) -> PASS.
-    assert judge(0.0, p_value=1.0, standard_error=0.01, margin=0.03).verdict is Verdict.PASS
-    # Significantly worse but only by less than the margin and underpowered -> INCONCLUSIVE.
-    assert (
-        judge(-0.015, p_value=0.01, standard_error=0.01, margin=0.02).verdict
-        is Verdict.INCONCLUSIVE
-    )
-
-
-def test_judge_with_holm_adjusted_bootstrap_p_values():
-    rng = np.random.default_rng(99)
-    categories = {
-        "regressed": -1.0,
-        "unchanged": 0.0,
-    }
-    results = {}
-    for name, shift in categories.items():
-        baseline = rng.normal(size=400)
-        noise = rng.normal(0, 0.2, size=400)
-        results[name] = paired_bootstrap(baseline, baseline + shift + noise - noise.mean())
-    adjusted = holm_adjust([r.p_value for r in results.values()])
-    verdicts = {
-        name: judge(r.delta, p_value=p, standard_error=r.standard_error, margin=0.1).verdict
-        for (name, r), p in zip(results.items(), adjusted)
-    }
-    assert verdicts == {"regressed": Verdict.REGRESSED, "unchanged": Verdict.PASS}
+    z = Z_95
+    # p_worse just below alpha: regressed; at alpha: not (and worse than the margin: inconclusive)
+    assert _judge(-0.05, 0.01, p_worse=0.0499).verdict is Verdict.REGRESSED
+    assert _judge(-0.05, 0.01, p_worse=0.05).verdict is Verdict.INCONCLUSIVE
+    # significantly worse than zero but inside the margin, well measured: the data show it within -> PASS
+    assert _judge(-0.01, 0.003).verdict is Verdict.PASS
+    # the one-sided bound delta - z SE against -margin decides pass / inconclusive
+    assert _judge(0.0, 0.02 / z - 1e-6).verdict is Verdict.PASS
+    assert _judge(0.0, 0.02 / z + 1e-6).verdict is Verdict.INCONCLUSIVE
+    # a tiny sample whose documents all moved the same way (SE 0) is never a pass; the caller's p decides the rest
+    assert _judge(-1.0, 0.0, p_worse=0.25).verdict is Verdict.INCONCLUSIVE
+    assert _judge(1.0, 0.0, p_better=0.25).verdict is Verdict.PASS
 
 
 def test_judge_rejects_bad_arguments():
     with pytest.raises(ValueError):
-        judge(0.0, p_value=0.5, standard_error=0.01, margin=-0.01)
+        _judge(0.0, 0.01, margin=-0.01)
     with pytest.raises(ValueError):
-        judge(0.0, p_value=1.5, standard_error=0.01, margin=0.01)
+        _judge(0.0, 0.01, p_worse=1.5)
     with pytest.raises(ValueError):
-        judge(float("nan"), p_value=0.5, standard_error=0.01, margin=0.01)
+        _judge(float("nan"), 0.01)
     with pytest.raises(ValueError):
-        judge(0.0, p_value=0.5, standard_error=-1.0, margin=0.01)
+        _judge(0.0, 0.01, alpha=0.0)
