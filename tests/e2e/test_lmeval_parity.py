@@ -13,6 +13,8 @@ every document the reference does not leave within that bound of a tie.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pytest_modelbench.evaluation import evaluate_task
@@ -65,6 +67,9 @@ def test_a_token_moved_across_the_seam_fails_parity_on_any_cpu(data_mirror, bang
     """The cross-CPU bound is loose enough for kernels, not for a scorer bug: move the context's last token into the
     continuation (an off-by-one at the seam) and nearly every log-likelihood leaves it."""
     reference, prepared = reference_task("lmeval_arc_challenge_mt_fi_0shot_limit40.json", data_mirror, bangla_data)
+    head = 10  # documents: enough to see the pattern, cheap to score
+    reference["samples"] = reference["samples"][:head]
+    prepared = dataclasses.replace(prepared, documents=prepared.documents[:head])
     encode_pair = CausalTokenizer.encode_pair
 
     def off_by_one(self, context, continuation, encode_context=None):
