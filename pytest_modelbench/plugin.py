@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelbench import cli_options
+from pytest_modelbench import cli_options, inspection
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.metrics.registry import resolve_metrics
@@ -45,6 +45,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("modelbench_suites", "folders whose task YAMLs are collected", type="paths", default=[])
     parser.addini("modelbench_data_dir", "local mirror of hub datasets", default="")
     gate.add_options(parser, parser.getgroup("modelbench"))  # baseline gate: --baseline-name, --gate-*, --md-report
+    inspection.add_options(group)  # --show-prompts, --list-tasks
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,6 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ),
         progress_sink=progress_sink(config),
     )
+    inspection.configure(config, config.stash[RUNNER_KEY].options)
 
 
 def _in_scope(file_path: Path, config: pytest.Config) -> bool:
