@@ -70,6 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
             model_type=config.getoption("--model-type"),
             cache=not config.getoption("--no-cache"),
             shared_prefixes=not config.getoption("--plain-scoring"),
+            third_party_output=config.getoption("verbose") > 0,
         ),
         progress_sink=progress_sink(config),
     )
