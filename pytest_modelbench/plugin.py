@@ -154,5 +154,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         "batch_size": options.batch_size, "device": options.device, "limit": options.limit,
         "num_fewshot": options.num_fewshot, "shared_prefixes": options.shared_prefixes,
     }
-    document = results_document(runner.evaluations.values(), run_config, config.getoption("--log-samples"))
+    document = results_document(
+        runner.evaluations.values(), run_config, config.getoption("--log-samples"), gate.outcomes_json(config)
+    )
     cli_options.write_output(session, "--results-json", path, json_text(document))
