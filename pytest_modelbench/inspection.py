@@ -33,6 +33,8 @@ def add_options(group: Any) -> None:
 def configure(config: pytest.Config, options: Any) -> None:
     """`options`: the run's RunOptions (data folder, --limit, --num-fewshot)."""
     if config.getoption("--show-prompts") or config.getoption("--list-tasks"):
+        if getattr(config.option, "numprocesses", None):  # pytest-xdist's controller collects nothing to show
+            raise pytest.UsageError("--show-prompts and --list-tasks run in one process: leave out -n")
         config.pluginmanager.register(TaskInspection(config, options), "modelbench-inspection")
 
 

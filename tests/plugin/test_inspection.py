@@ -112,3 +112,9 @@ def test_preview_stops_on_a_broken_yaml_with_the_collection_error(pytester):
     assert result.ret == 2
     result.stdout.fnmatch_lines(["*typo.yaml: unknown key 'doc_to_txt'*"])
     assert "modelbench prompt preview" not in result.stdout.str()
+
+
+def test_inspection_refuses_xdist(pytester):
+    result = pytester.runpytest("--list-tasks", "-n", "2")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--show-prompts and --list-tasks run in one process: leave out -n*"])
