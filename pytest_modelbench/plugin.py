@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelbench import cli_options
+from pytest_modelbench import cli_options, inspection
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.metrics.registry import resolve_metrics
@@ -45,6 +45,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("modelbench_suites", "folders whose task YAMLs are collected", type="paths", default=[])
     parser.addini("modelbench_data_dir", "local mirror of hub datasets", default="")
     gate.add_options(parser, parser.getgroup("modelbench"))  # baseline gate: --baseline-name, --gate-*, --md-report
+    inspection.add_options(group)  # --show-prompts, --list-tasks
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -69,9 +70,11 @@ def pytest_configure(config: pytest.Config) -> None:
             model_type=config.getoption("--model-type"),
             cache=not config.getoption("--no-cache"),
             shared_prefixes=not config.getoption("--plain-scoring"),
+            third_party_output=config.getoption("verbose") > 0,
         ),
         progress_sink=progress_sink(config),
     )
+    inspection.configure(config, config.stash[RUNNER_KEY].options)
 
 
 def _in_scope(file_path: Path, config: pytest.Config) -> bool:
@@ -151,5 +154,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         "batch_size": options.batch_size, "device": options.device, "limit": options.limit,
         "num_fewshot": options.num_fewshot, "shared_prefixes": options.shared_prefixes,
     }
-    document = results_document(runner.evaluations.values(), run_config, config.getoption("--log-samples"))
+    document = results_document(
+        runner.evaluations.values(), run_config, config.getoption("--log-samples"), gate.outcomes_json(config)
+    )
     cli_options.write_output(session, "--results-json", path, json_text(document))

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Iterable
 
 from pytest_modelbench.evaluation import TaskEvaluation
 from pytest_modelbench.metrics.aggregate import MetricSummary
+
+RESULTS_FORMAT = "pytest-modelbench-results/1"  # bump on an incompatible change, with the schema
+RESULTS_SCHEMA = Path(__file__).parent / "schemas" / "results.schema.json"
 
 
 def format_summary(summary: MetricSummary) -> str:
@@ -44,9 +48,16 @@ def _metric_block(metrics: dict[str, MetricSummary]) -> dict[str, Any]:
     return block
 
 
-def results_document(evaluations: Iterable[TaskEvaluation], run_config: dict[str, Any], log_samples: bool) -> dict:
+def results_document(
+    evaluations: Iterable[TaskEvaluation], run_config: dict[str, Any], log_samples: bool,
+    gate: dict[str, dict[str, Any]],
+) -> dict:
+    """`gate`: each gated task's outcome (gate/report.py, GateResult.as_json)."""
     evaluations = list(evaluations)
-    document: dict[str, Any] = {"results": {}, "categories": {}, "n-shot": {}, "versions": {}, "config": run_config}
+    document: dict[str, Any] = {
+        "format": RESULTS_FORMAT, "results": {}, "categories": {}, "n-shot": {}, "versions": {}, "config": run_config,
+        "gate": gate,
+    }
     for evaluation in evaluations:
         task = evaluation.scores.task
         document["results"][task] = _metric_block(evaluation.scores.overall)

@@ -11,6 +11,7 @@ from pytest_modelbench.evaluation import TaskEvaluation, evaluate_task
 from pytest_modelbench.scoring.loading import LoadedModel, detect_model_type, load_model, resolve_model_source
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.task import prepare_task
+from pytest_modelbench.third_party_output import loading_output
 
 if TYPE_CHECKING:  # torch is imported only when a model is scored, keeping collection fast
     from pytest_modelbench.scoring.causal import CausalLMScorer
@@ -31,6 +32,7 @@ class RunOptions:
     model_type: str = "auto"  # causal | masked | auto (detected from the checkpoint's config)
     cache: bool = False  # persistent score cache (scoring/score_cache.py): the plugin turns it on unless --no-cache
     shared_prefixes: bool = True  # causal LMs: the fast path (scoring/prefix_sharing.py); off: lm-eval's procedure
+    third_party_output: bool = False  # show libraries' progress bars and warnings while loading (pytest -v)
 
 
 @dataclass
@@ -48,13 +50,14 @@ class BenchRunner:
             raise self._load_error
         if self._loaded is None:
             try:
-                source = resolve_model_source(self.options.model, self.options.model_args)
-                model_type = self.options.model_type
-                if model_type == "auto":
-                    model_type = detect_model_type(source)
-                self._loaded = load_model(
-                    source, dtype=self.options.dtype, device=self.options.device, masked=model_type == "masked"
-                )
+                with loading_output(self.options.third_party_output):
+                    source = resolve_model_source(self.options.model, self.options.model_args)
+                    model_type = self.options.model_type
+                    if model_type == "auto":
+                        model_type = detect_model_type(source)
+                    self._loaded = load_model(
+                        source, dtype=self.options.dtype, device=self.options.device, masked=model_type == "masked"
+                    )
             except ModelbenchError as exc:
                 self._load_error = exc
                 raise
@@ -68,9 +71,10 @@ class BenchRunner:
         return self._scorer
 
     def evaluate(self, config: TaskConfig) -> TaskEvaluation:
-        prepared = prepare_task(
-            config, data_dir=self.options.data_dir, num_fewshot=self.options.num_fewshot, limit=self.options.limit
-        )
+        with loading_output(self.options.third_party_output):
+            prepared = prepare_task(
+                config, data_dir=self.options.data_dir, num_fewshot=self.options.num_fewshot, limit=self.options.limit
+            )
         # Bound to the task: progress counts its documents; a masked LM scores whole documents (CrowS shared tokens).
         evaluation = evaluate_task(prepared, self.scorer().for_task(prepared))
         self.evaluations[config.task] = evaluation

@@ -307,7 +307,7 @@ class GateSession:
         task_config = evaluation.prepared.config
         path = self.baseline_path(task_config.source, task_config.task)
         shown = self.display(path)
-        common = {"baseline": shown, "baseline_name": self.baseline_name}
+        common: dict[str, Any] = {"baseline": shown, "baseline_name": self.baseline_name}
         if not self.active:
             self._record(item, GateResult(task_config.task, STATUS_OFF, note="no baselines: gate off", **common))
             return
@@ -317,6 +317,7 @@ class GateSession:
         )
         candidate_text = dumps(candidate)
         stored_text = read_text(path)
+        common["baseline_provenance"] = _stored_provenance(stored_text)
         outcome = gate_texts(candidate_text, stored_text, evaluation.prepared.documents) if stored_text is not None else None
         written = self._persist(item, path, candidate_text, stored_text, outcome)
         task = task_config.task
@@ -349,7 +350,7 @@ class GateSession:
             return
         self._record(item, result)
         if comparison.regressed:
-            stored_model = _stored_model(stored_text)
+            stored_model = str((common["baseline_provenance"] or {}).get("model", "?"))
             raise GateFailure(
                 failure_message(comparison, shown, self.baseline_name, candidate.provenance.model, stored_model)
             )
@@ -514,10 +515,18 @@ def _first_clause(problem: str | None) -> str:
     return text.split(". ")[0].split("; restore")[0]
 
 
-def _stored_model(stored_text: str | None) -> str:
+def _stored_provenance(stored_text: str | None) -> dict[str, Any] | None:
+    """The stored baseline's provenance as written, for reports; None when there is none to read."""
     import json
 
     try:
-        return str(json.loads(stored_text or "{}")["provenance"]["model"])
+        provenance = json.loads(stored_text or "null")["provenance"]
     except Exception:
-        return "?"
+        return None
+    return provenance if isinstance(provenance, dict) else None
+
+
+def outcomes_json(config: pytest.Config) -> dict[str, dict[str, Any]]:
+    """Each gated task's outcome for --results-json, by task name."""
+    session = config.stash.get(GATE_KEY, None)
+    return {} if session is None else {result.task: result.as_json() for result in session.results}

@@ -102,7 +102,7 @@ def properties(result: "GateResult") -> list[tuple[str, str]]:
     head = {
         "task": result.task, "status": result.status, "verdict": result.verdict, "baseline": result.baseline,
         "baseline_name": result.baseline_name, "note": result.note, "n_documents": result.n_documents,
-        "alpha": result.alpha, "tasks": result.tasks,
+        "alpha": result.alpha, "tasks": result.tasks, "baseline_provenance": result.baseline_provenance,
     }
     pairs = [(PROPERTY_PREFIX, json.dumps(head, ensure_ascii=False))]
     for entry in result.entries:
@@ -126,6 +126,7 @@ class GateResult:
     failed: bool = False
     alpha: float | None = None  # the false-block rate shared by `tasks` gated tasks, when compared
     tasks: int = 1
+    baseline_provenance: dict[str, Any] | None = None  # the stored baseline's, when it could be read
 
     @classmethod
     def from_comparison(cls, comparison: TaskComparison, **kwargs: Any) -> "GateResult":
@@ -149,12 +150,21 @@ class GateResult:
             task=head["task"], status=head["status"], baseline=head["baseline"], baseline_name=head["baseline_name"],
             verdict=head.get("verdict"), note=head.get("note", ""), n_documents=head.get("n_documents", 0),
             entries=entries, nodeid=nodeid, failed=failed, alpha=head.get("alpha"), tasks=head.get("tasks", 1),
+            baseline_provenance=head.get("baseline_provenance"),
         )
 
     @property
     def outcome(self) -> str:
         """One word for tables: the verdict when compared, else the status."""
         return self.verdict if self.status == STATUS_COMPARED else self.status
+
+    def as_json(self) -> dict[str, Any]:
+        """The task's outcome in --results-json (schema: pytest_modelbench/schemas/results.schema.json)."""
+        return {
+            "status": self.outcome, "note": self.note, "baseline": self.baseline, "baseline_name": self.baseline_name,
+            "baseline_provenance": self.baseline_provenance, "n_documents": self.n_documents, "alpha": self.alpha,
+            "gated_tasks": self.tasks, "entries": self.entries,
+        }
 
     def entries_with(self, verdict: str) -> list[dict[str, Any]]:
         return [e for e in self.entries if e["verdict"] == verdict]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
+    SUITE,
     TASK,
     _one_torch_thread,
     bad_model,
@@ -42,8 +45,8 @@ def test_worse_model_fails_with_the_category_table(pytester, tiny_model, bad_mod
     run_gate(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=1)
     stored = baseline_file(pytester).read_bytes()
 
-    junit, md = pytester.path / "junit.xml", pytester.path / "gate.md"
-    result = run_gate(pytester, bad_model, f"--junitxml={junit}", f"--md-report={md}")
+    junit, md, results = pytester.path / "junit.xml", pytester.path / "gate.md", pytester.path / "results.json"
+    result = run_gate(pytester, bad_model, f"--junitxml={junit}", f"--md-report={md}", f"--results-json={results}")
     result.assert_outcomes(failed=1)
     # only the category where the two models disagree, and the task as a whole, are flagged
     assert gate_entries(junit)[TASK] == {
@@ -66,6 +69,7 @@ def test_worse_model_fails_with_the_category_table(pytester, tiny_model, bad_mod
     assert "gate **failed**" in text and "### gate_probe: regressed" in text
     assert "| acc | disagree | 20 | 1.0000 | 0.0000 | -1.0000 | 0.0100 | <0.0001 |" in text
     assert baseline_file(pytester).read_bytes() == stored  # a failing run never touches the baseline
+    check_results_json(results, tiny_model)
 
     # accepting the new model re-records the baseline, after which it passes against itself
     result = run_gate(pytester, bad_model, "--snapshot-update")
@@ -133,3 +137,20 @@ def test_baseline_is_chosen_by_name_never_by_model_id(pytester, tiny_model, bad_
     result = run_gate(pytester, bad_model)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*against baseline 'release'*(candidate {bad_model}, baseline recorded with {tiny_model})"])
+
+
+def check_results_json(path, baseline_model):
+    """The regressed run's --results-json: valid against the shipped schema, with the failure table's entries."""
+    import jsonschema
+
+    from pytest_modelbench.report import RESULTS_SCHEMA
+
+    document = json.loads(path.read_text())
+    jsonschema.validate(document, json.loads(RESULTS_SCHEMA.read_text()))
+    outcome = document["gate"][TASK]
+    assert outcome["status"] == "regressed"
+    assert outcome["baseline"] == f"baselines/default/{SUITE}/{TASK}.json"
+    assert outcome["baseline_provenance"]["model"] == str(baseline_model)
+    assert [(e["metric"], e["category"], e["baseline"], e["candidate"], e["verdict"]) for e in outcome["entries"]] == [
+        ("acc", "disagree", 1.0, 0.0, "regressed"), ("acc", None, 1.0, 0.5, "regressed"), ("acc", "agree", 1.0, 1.0, "pass"),
+    ]

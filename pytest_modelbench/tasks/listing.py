@@ -1,0 +1,29 @@
+"""One summary row per task config: what `--list-tasks` shows."""
+
+from __future__ import annotations
+
+from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.task import effective_num_fewshot
+
+LISTING_HEADER = ("task", "tag", "dataset", "split", "metrics", "few-shot", "baseline")
+
+
+def task_row(config: TaskConfig, num_fewshot: int | None, has_baseline: bool) -> tuple[str, ...]:
+    """`num_fewshot`: the --num-fewshot override, applied by lm-eval's rule as when scoring."""
+    dataset = "/".join(part for part in (config.dataset_path, config.dataset_name) if part) or "-"
+    return (
+        config.task,
+        ", ".join(config.tag) or "-",
+        dataset,
+        config.eval_split or "-",
+        ", ".join(spec.name for spec in config.metric_list),
+        fewshot_setting(config, num_fewshot),
+        "yes" if has_baseline else "no",
+    )
+
+
+def fewshot_setting(config: TaskConfig, num_fewshot: int | None) -> str:
+    shots = effective_num_fewshot(config, num_fewshot)
+    if not shots:
+        return "0"
+    return f"{shots} from '{config.fewshot_pool_split}' ({config.fewshot_sampler})"

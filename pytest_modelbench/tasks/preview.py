@@ -1,0 +1,39 @@
+"""A prepared task as text: each document's context, continuations and gold answer, exactly as they are scored.
+
+The context is shown verbatim, one `|` line per line of text; continuations are quoted as Python strings, so that the
+target delimiter (usually a leading space) and any stray whitespace are visible.
+"""
+
+from __future__ import annotations
+
+from pytest_modelbench.tasks.requests import DocumentRequests
+from pytest_modelbench.tasks.task import PreparedTask
+
+CONTEXT_MARK = "|"
+
+
+def preview_lines(prepared: PreparedTask) -> list[str]:
+    config = prepared.config
+    shown = len(prepared.documents)
+    lines = [
+        f"{config.task} ({config.source.name}): split '{config.eval_split}', {prepared.num_fewshot}-shot, "
+        f"first {shown} document{'s' if shown != 1 else ''}"
+    ]
+    for doc in prepared.documents:
+        lines += document_lines(doc)
+    return lines
+
+
+def document_lines(doc: DocumentRequests) -> list[str]:
+    category = f", category {doc.category}" if doc.category is not None else ""
+    lines = [f"  document {doc.doc_id}{category}", "    context:"]
+    if doc.context:
+        lines += [f"      {CONTEXT_MARK} {line}" for line in doc.context.split("\n")]
+    else:
+        lines.append("      (empty: each continuation is scored on its own)")
+    lines.append("    continuations:")
+    golds = set(doc.gold) if isinstance(doc.gold, tuple) else {doc.gold}
+    for i, continuation in enumerate(doc.continuations):
+        mark = "  <- gold" if i in golds else ""
+        lines.append(f"      {i}: {continuation!r}{mark}")
+    return lines

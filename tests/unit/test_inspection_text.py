@@ -1,0 +1,37 @@
+"""The text of --show-prompts and --list-tasks, from hand-made documents and configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.listing import fewshot_setting
+from pytest_modelbench.tasks.preview import document_lines
+from pytest_modelbench.tasks.requests import DocumentRequests
+
+
+def test_document_lines_show_context_lines_verbatim_and_every_gold():
+    doc = DocumentRequests(
+        doc_id=7, context="Intro\n\nQ: x \nA:", choices=("a", "b", "c"), continuations=(" a", " b", " c"),
+        gold=(0, 2), category="age", doc={},
+    )
+    assert document_lines(doc) == [
+        "  document 7, category age",
+        "    context:",
+        "      | Intro",
+        "      | ",
+        "      | Q: x ",
+        "      | A:",
+        "    continuations:",
+        "      0: ' a'  <- gold",
+        "      1: ' b'",
+        "      2: ' c'  <- gold",
+    ]
+
+
+def test_fewshot_setting_follows_lm_evals_override_rule():
+    pinned = TaskConfig(task="t", source=Path("t.yaml"), num_fewshot=0, test_split="test", training_split="train")
+    unset = TaskConfig(task="t", source=Path("t.yaml"), test_split="test", training_split="train")
+    assert fewshot_setting(pinned, 5) == "0"
+    assert fewshot_setting(unset, None) == "0"
+    assert fewshot_setting(unset, 2) == "2 from 'train' (default)"
