@@ -127,3 +127,41 @@ def test_offload_folder_that_cannot_be_created_is_named(tmp_path):
     blocker.write_text("")
     with pytest.raises(ModelLoadError, match=r"offload_folder: cannot create .*file/sub"):
         resolve_model_source(str(tmp_path), f"device_map=auto,offload_folder={blocker / 'sub'}")
+
+
+class MappedModel(torch.nn.Module):
+    """Only what placement reads: a device map (no GPU needed to construct torch.device('cuda', n))."""
+
+    def __init__(self, device_map: dict):
+        super().__init__()
+        self.model = torch.nn.Module()
+        self.model.embed_tokens = torch.nn.Embedding(4, 2)
+        self.hf_device_map = device_map
+        self.config = type("Config", (), {"vocab_size": 1000, "hidden_size": 8})()
+
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
+
+@pytest.mark.parametrize("device_map, devices, first", [
+    ({"model.embed_tokens": "cpu", "model.layers": "disk"}, ["cpu"], "cpu"),
+    ({"model.embed_tokens": 1, "model.layers.0": 0, "lm_head": "cuda:1"}, ["cuda:1", "cuda:0"], "cuda:1"),
+    ({"model.embed_tokens": "disk", "model.layers.0": "cpu", "model.layers.1": 0}, ["cuda:0"], "cuda:0"),
+    ({"model": "cpu", "lm_head": 2}, ["cuda:2"], "cuda:2"),
+])
+def test_offloaded_layers_run_on_the_main_device(device_map, devices, first):
+    model = MappedModel(device_map)
+    assert compute_devices(model) == [torch.device(d) for d in devices]
+    assert input_device(model) == torch.device(first)
+
+
+def test_auto_batch_size_fits_the_device_with_least_free_memory(monkeypatch):
+    from pytest_modelbench.scoring import causal
+
+    free = {torch.device("cuda", 0): 80 * 2**30, torch.device("cuda", 1): 16 * 2**20}
+    monkeypatch.setattr(causal, "_free_memory_bytes", lambda device: free[device])
+    row = 100 * (1000 + 16 * 8) * 4  # bytes per row of 100 tokens (auto_batch_size's estimate)
+    both = MappedModel({"model.embed_tokens": 0, "lm_head": 1})
+    assert causal.auto_batch_size(both, 100) == int(16 * 2**20 * 0.25 // row) == 9
+    free[torch.device("cuda", 1)] = 2**40
+    assert causal.auto_batch_size(both, 100) == causal.MAX_AUTO_BATCH
