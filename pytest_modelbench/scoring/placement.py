@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterator
-
-import torch
+from typing import TYPE_CHECKING, Any, Iterator
 
 from pytest_modelbench.errors import ModelLoadError
+
+if TYPE_CHECKING:  # torch is imported when a model is loaded: resolving --model-args stays light for collection
+    import torch
 
 PLACEMENT_ARGS = ("device_map", "max_memory", "offload_folder")
 STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
@@ -106,6 +107,8 @@ def _offload_folder(value: Any) -> str:
 
 def compute_devices(model) -> list[torch.device]:
     """The devices the model's layers run on, main device first (see the module docstring)."""
+    import torch
+
     device_map = getattr(model, "hf_device_map", None)
     if not device_map:
         return [next(model.parameters()).device]
@@ -120,6 +123,8 @@ def compute_devices(model) -> list[torch.device]:
 
 def input_device(model) -> torch.device:
     """Where input ids go: the device the input embedding runs on."""
+    import torch
+
     device_map = getattr(model, "hf_device_map", None)
     if not device_map:
         return next(model.parameters()).device
@@ -135,6 +140,14 @@ def input_device(model) -> torch.device:
 def placement_label(model) -> str:
     """The kinds of device the model runs on ('cpu', 'cuda', 'cpu+cuda'): the score cache keeps them apart."""
     return "+".join(sorted({device.type for device in compute_devices(model)}))
+
+
+def placement_description(model) -> str:
+    """Where the weights are, for baseline provenance: one device ('cpu', 'cuda:0') or a device map's ('0+1+cpu+disk')."""
+    device_map = getattr(model, "hf_device_map", None)
+    if not device_map:
+        return str(next(model.parameters()).device)
+    return "+".join(sorted({str(value) for value in device_map.values()}))
 
 
 def named_weights(model) -> Iterator[tuple[str, torch.Tensor]]:

@@ -13,7 +13,13 @@ import torch
 from pytest_modelbench.errors import ModelLoadError
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.scoring.loading import load_model, resolve_model_source
-from pytest_modelbench.scoring.placement import compute_devices, input_device, placement_kwargs, placement_label
+from pytest_modelbench.scoring.placement import (
+    compute_devices,
+    input_device,
+    placement_description,
+    placement_kwargs,
+    placement_label,
+)
 from pytest_modelbench.scoring.score_cache import weights_digest
 
 TOLERANCE = 1e-5
@@ -44,6 +50,12 @@ def test_the_split_is_real(sharded):
     assert "model.layers.1.self_attn.q_proj.weight" not in on_meta
     assert compute_devices(sharded.model) == [torch.device("cpu")]
     assert input_device(sharded.model) == torch.device("cpu")
+    assert placement_description(sharded.model) == "cpu+disk"  # baseline provenance
+
+
+def test_unsharded_placement(tiny_loaded):
+    assert placement_description(tiny_loaded.model) == "cpu"
+    assert compute_devices(tiny_loaded.model) == [input_device(tiny_loaded.model)] == [torch.device("cpu")]
 
 
 @pytest.mark.parametrize("fast", [False, True], ids=["plain", "fast"])
