@@ -37,10 +37,12 @@ def test_sharded_run_scores_as_the_unsharded_one(pytester, tiny_model, data_mirr
     monkeypatch.setattr(runner, "load_model", recording_load_model)
     expected = loglikelihoods(pytester, tiny_model, data_mirror, pytester.path / "plain.json")
     got = loglikelihoods(
-        pytester, tiny_model, data_mirror, pytester.path / "sharded.json", "--batch-size=auto",
+        pytester, tiny_model, data_mirror, pytester.path / "sharded.json", "--batch-size=auto", "--snapshot-update",
         f"--model-args=device_map=auto,max_memory=cpu:150KB,offload_folder={pytester.path / 'offload'}",
     )
     assert placements == [{"unsharded"}, {"cpu", "disk"}]
+    baseline = json.loads(next((pytester.path / "baselines").rglob("arc_challenge_mt_fi.json")).read_text())
+    assert baseline["provenance"]["device"] == "cpu+disk"
     assert len(got) == len(expected) == 16
     assert got == pytest.approx(expected, abs=1e-5)
 
