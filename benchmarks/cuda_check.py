@@ -29,7 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 VERDICTS = ("acc", "acc_norm", "pct_stereotype")
-TASKS = {"crows_pairs_english": "bias/crows_pairs_english.yaml", "arc_challenge_mt_fi": "arc_mt/arc_challenge_mt_fi.yaml"}
+TASKS = {"crows_pairs_english": "bias/crows_pairs_english.yaml",
+         "arc_challenge_mt_fi": "arc_mt/arc_challenge_mt_fi.yaml"}
 
 
 def prepared_tasks(mirror: Path, limits: dict[str, int]):
@@ -107,7 +108,8 @@ def main() -> int:
             ("float32 plain", "", "float32", False),
             ("float32 fast", "", "float32", True),
             ("bfloat16 fast", "", "bfloat16", True),
-            ("float32 sharded fast", sharded_model_args(cpu_model, args.device, Path(tmp) / "offload"), "float32", True),
+            ("float32 sharded fast", sharded_model_args(cpu_model, args.device, Path(tmp) / "offload"), "float32",
+             True),
         ]
         del cpu_model
         for label, model_args, dtype, fast in runs:

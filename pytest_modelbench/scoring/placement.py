@@ -18,7 +18,6 @@ from pytest_modelbench.errors import ModelLoadError
 if TYPE_CHECKING:  # torch is imported when a model is loaded: resolving --model-args stays light for collection
     import torch
 
-PLACEMENT_ARGS = ("device_map", "max_memory", "offload_folder")
 STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 OFFLOAD = ("cpu", "disk")
 SIZE = re.compile(r"(\d+(?:\.\d+)?)([KMG]i?B)?")
@@ -30,8 +29,8 @@ def placement_kwargs(args: dict[str, Any]) -> dict[str, Any]:
 
     device_map: a strategy (auto, balanced, balanced_low_0, sequential), one device (cpu, cuda, cuda:N, N), or a
     map `module:device;module:device` (devices as before, or disk). max_memory: `device:size;...` with device a GPU
-    index or cpu and size in bytes or with a unit (KB, MB, GB, KiB, MiB, GiB: 200MB, 20GiB). offload_folder: a folder for disk-offloaded weights,
-    created if missing."""
+    index or cpu and size in bytes or with a unit (KB, MB, GB, KiB, MiB, GiB: 200MB, 20GiB). offload_folder: a
+    folder for disk-offloaded weights, created if missing."""
     if "device_map" not in args:
         extra = [key for key in ("max_memory", "offload_folder") if key in args]
         if extra:
@@ -115,7 +114,7 @@ def compute_devices(model) -> list[torch.device]:
     devices: list[torch.device] = []
     for value in device_map.values():
         if value not in OFFLOAD:
-            device = torch.device("cuda", value) if isinstance(value, int) else torch.device(value)
+            device = _torch_device(value)
             if device not in devices:
                 devices.append(device)
     return devices or [torch.device("cpu")]
@@ -123,8 +122,6 @@ def compute_devices(model) -> list[torch.device]:
 
 def input_device(model) -> torch.device:
     """Where input ids go: the device the input embedding runs on."""
-    import torch
-
     device_map = getattr(model, "hf_device_map", None)
     if not device_map:
         return next(model.parameters()).device
@@ -132,8 +129,13 @@ def input_device(model) -> torch.device:
     name = next(n for n, module in model.named_modules() if module is embedding)
     owner = max((key for key in device_map if key == "" or name == key or name.startswith(key + ".")), key=len)
     value = device_map[owner]
-    if value in OFFLOAD:
-        return compute_devices(model)[0]
+    return compute_devices(model)[0] if value in OFFLOAD else _torch_device(value)
+
+
+def _torch_device(value: str | int) -> torch.device:
+    """A device map's value: a device name, or an int for a GPU index."""
+    import torch
+
     return torch.device("cuda", value) if isinstance(value, int) else torch.device(value)
 
 
@@ -143,7 +145,7 @@ def placement_label(model) -> str:
 
 
 def placement_description(model) -> str:
-    """Where the weights are, for baseline provenance: one device ('cpu', 'cuda:0') or a device map's ('0+1+cpu+disk')."""
+    """Where the weights are, for baseline provenance: a device ('cpu', 'cuda:0') or a device map's ('0+1+cpu+disk')."""
     device_map = getattr(model, "hf_device_map", None)
     if not device_map:
         return str(next(model.parameters()).device)
