@@ -9,7 +9,8 @@ path, batch size 1: the CPU figures), then on `--device` in these configurations
 its log-likelihoods from the CPU figures and the per-document verdicts (acc, acc_norm, pct_stereotype) that changed:
 
 - float32 plain and fast path, batch size 8;
-- bfloat16 fast path, batch size 8 (expect |Δ| around 1e-1 and a few flipped near-ties: 8 bits of mantissa);
+- bfloat16 fast path, batch size 8 (8 bits of mantissa: on the CPU |Δ| reaches 1.0 on CrowS-Pairs sentences, so
+  expect flipped near-ties);
 - float32 sharded: `--model-args device_map=auto` with `max_memory` giving the device 40% of the weights, the CPU 30%
   and the rest offloaded to disk (layers on cpu and disk run on the device: accelerate's rule), fast path.
 
