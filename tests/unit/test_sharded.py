@@ -177,3 +177,8 @@ def test_auto_batch_size_fits_the_device_with_least_free_memory(monkeypatch):
     assert causal.auto_batch_size(both, 100) == int(16 * 2**20 * 0.25 // row) == 9
     free[torch.device("cuda", 1)] = 2**40
     assert causal.auto_batch_size(both, 100) == causal.MAX_AUTO_BATCH
+
+
+def test_a_device_map_that_leaves_out_modules_is_a_model_load_error(tiny_model):
+    with pytest.raises(ModelLoadError, match=r"does not give any device .*model\.embed_tokens\.weight"):
+        load_model(resolve_model_source(str(tiny_model), "device_map=model.layers.0:disk;lm_head:cpu"))
