@@ -84,7 +84,7 @@ class BenchRunner:
         from pytest_modelbench.scoring.causal import CausalLMScorer
 
         return CausalLMScorer(
-            loaded.model, loaded.tokenizer, batch_size=self.options.batch_size, device=self.options.device,
+            loaded.model, loaded.tokenizer, batch_size=self.options.batch_size,
             fast=self.options.shared_prefixes, cache=self._score_cache(),
             fingerprint=loaded.fingerprint, progress=self.progress_sink, **loaded.scorer_kwargs,
         )
@@ -98,7 +98,7 @@ class BenchRunner:
                 f"--model-args {unsupported[0]} applies to causal LMs only; '{loaded.name}' is scored as a masked LM"
             )
         return MaskedLMScorer(
-            loaded.model, loaded.tokenizer, device=self.options.device, batch_size=self.options.batch_size,
+            loaded.model, loaded.tokenizer, batch_size=self.options.batch_size,
             cache=self._score_cache(), fingerprint=loaded.fingerprint, progress=self.progress_sink,
             **loaded.scorer_kwargs,
         )

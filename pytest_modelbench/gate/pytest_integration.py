@@ -282,6 +282,8 @@ class GateSession:
         return None if yaml_value is None else float(yaml_value)
 
     def provenance(self, evaluation: Any, runner: Any) -> Provenance:
+        from pytest_modelbench.scoring.placement import placement_description
+
         loaded = runner.loaded_model()
         options = runner.options
         prepared = evaluation.prepared
@@ -297,7 +299,7 @@ class GateSession:
             scoring_protocol=scoring_protocol(evaluation, loaded),
             dtype=(dtype or requested) if requested in ("auto", dtype) or not dtype else f"{requested} ({dtype})",
             batch_size=options.batch_size,
-            device=str(options.device),
+            device=placement_description(loaded.model),
             packages=_package_versions(),
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from pytest_modelbench.errors import RequestError
+from pytest_modelbench.scoring.placement import compute_devices, input_device, placement_label
 
 DEFAULT_MAX_LENGTH = 2048
 MAX_AUTO_BATCH = 64
@@ -100,12 +101,12 @@ class CausalLMScorer:
     LoadedModel.fingerprint) reuses scores from earlier runs; `progress` (a line sink) reports long scoring.
     """
 
-    def __init__(self, model, tokenizer, *, batch_size: int | str = 1, device: str = "cpu",
+    def __init__(self, model, tokenizer, *, batch_size: int | str = 1,
                  prefix_token_id: int | None = None, add_bos_token: bool | None = None, max_length: int | None = None,
                  fast: bool = False, cache=None, fingerprint: str | None = None,
                  progress: Callable[[str], None] | None = None):
         self.model = model.eval()
-        self.device = torch.device(device)
+        self.device = input_device(model)
         self.encoder = CausalTokenizer(tokenizer, prefix_token_id, add_bos_token)
         self.max_length = max_length or resolve_max_length(model, tokenizer)
         self.batch_size = batch_size
@@ -265,7 +266,7 @@ class CausalLMScorer:
             from pytest_modelbench.scoring.cached import cache_namespace
 
             self._namespace = cache_namespace(
-                self.cache, self.fingerprint, self.model, self.encoder.tokenizer, device=self.device.type,
+                self.cache, self.fingerprint, self.model, self.encoder.tokenizer, device=placement_label(self.model),
                 max_length=self.max_length, prefix_token_id=self.encoder.prefix_token_id,
                 add_bos_token=self.encoder.add_bos_token, path="fast" if self.fast else "plain",
             )
@@ -285,12 +286,13 @@ class TaskBoundCausalScorer:
 
 
 def auto_batch_size(model, sequence_length: int) -> int:
-    """Largest batch (≤ 64) whose logits and activations fit in a quarter of the free memory."""
+    """Largest batch (≤ 64) whose logits and activations fit in a quarter of the free memory of the device with the
+    least of it among those the model runs on (every one holds a batch's activations)."""
     config = getattr(model.config, "text_config", None) or model.config
     vocab = getattr(config, "vocab_size", 50_000)
     hidden = getattr(config, "hidden_size", 1024)
     bytes_per_row = sequence_length * (vocab + 16 * hidden) * 4
-    free = _free_memory_bytes(next(model.parameters()).device)
+    free = min(_free_memory_bytes(device) for device in compute_devices(model))
     return max(1, min(MAX_AUTO_BATCH, int(free * 0.25 // max(bytes_per_row, 1))))
 
 

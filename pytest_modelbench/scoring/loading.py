@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_modelbench.errors import ModelLoadError
+from pytest_modelbench.scoring.placement import placement_kwargs
 
 DEFAULT_MODEL = "smollm2-135m"
 # Short names for models that ship inside PyPI packages: name -> (package, file inside it).
@@ -82,6 +83,7 @@ def resolve_model_source(name: str, model_args: str | None = None) -> ModelSourc
     if problem:
         raise ModelLoadError(f"--model-args {problem}")
     scorer_kwargs = {k: args.pop(k) for k in SCORER_ARGS if k in args}
+    args.update(placement_kwargs(args))
     gguf_file = args.pop("gguf_file", None)
     if name in PACKAGED_MODELS:
         package, filename = PACKAGED_MODELS[name]
@@ -118,7 +120,8 @@ def load_model(source: ModelSource, *, dtype: str = "auto", device: str = "cpu",
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(source.location, **common)
         model = auto_class.from_pretrained(source.location, dtype=torch_dtype, **{**source.load_kwargs, **common})
-        model.to(device)
+        if "device_map" not in source.load_kwargs:  # else accelerate has placed the layers
+            model.to(device)
     except Exception as exc:  # transformers raises OSError, ValueError, HTTP errors... all mean "cannot load"
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load model '{source.name}' from {source.location}: {first_line}") from None

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from pytest_modelbench.errors import DocumentError, ModelLoadError
+from pytest_modelbench.scoring.placement import input_device, placement_label
 
 PROTOCOLS = ("pll", "pll_shared")
 DEFAULT_MAX_LENGTH = 512
@@ -60,7 +61,7 @@ class MaskedLMScorer:
     ScoreCache) with `fingerprint` (LoadedModel.fingerprint) reuses scores of earlier runs; `progress` (a line
     sink) reports long scoring."""
 
-    def __init__(self, model, tokenizer, *, device: str = "cpu", max_length: int | None = None,
+    def __init__(self, model, tokenizer, *, max_length: int | None = None,
                  batch_size: int | str = 1, cache=None, fingerprint: str | None = None,
                  progress: Callable[[str], None] | None = None):
         if tokenizer.mask_token_id is None:
@@ -70,7 +71,7 @@ class MaskedLMScorer:
             )
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.device = torch.device(device)
+        self.device = input_device(model)
         self.mask_token_id = int(tokenizer.mask_token_id)
         self.max_length = max_length or resolve_masked_max_length(model, tokenizer)
         self.batch_size = batch_size
@@ -216,7 +217,7 @@ class MaskedLMScorer:
             from pytest_modelbench.scoring.cached import cache_namespace
 
             self._namespaces[protocol] = cache_namespace(
-                self.cache, self.fingerprint, self.model, self.tokenizer, device=self.device.type,
+                self.cache, self.fingerprint, self.model, self.tokenizer, device=placement_label(self.model),
                 max_length=self.max_length, path="masked", masked_protocol=protocol,
             )
         return self._namespaces[protocol]

@@ -357,10 +357,10 @@ class PrefixSharingRunner:
     def _store(self, states: torch.Tensor, flat_positions: list[int], pair_rows: list[int], targets: list[int],
                destinations: list[int], values: torch.Tensor) -> None:
         """values[destinations[j]] = log P(targets[j]) at flat_positions[pair_rows[j]] of `states`."""
-        device = self.device
-        logprobs = self._logprobs_at(states, torch.tensor(flat_positions, device=device))
+        logprobs = self._logprobs_at(states, torch.tensor(flat_positions, device=states.device))
+        device = logprobs.device  # the output layer's: on a sharded model, not where the inputs went
         gathered = logprobs[torch.tensor(pair_rows, device=device), torch.tensor(targets, device=device)]
-        values[torch.tensor(destinations, device=device)] = gathered
+        values[torch.tensor(destinations, device=self.device)] = gathered.to(self.device)
 
     def _logprobs_at(self, states: torch.Tensor, flat_index: torch.Tensor) -> torch.Tensor:
         """log_softmax over the vocabulary at the selected flattened (batch·position) indices, in the model dtype."""

@@ -191,12 +191,15 @@ def tokenizer_fingerprint(tokenizer) -> str:
 
 
 def weights_digest(model) -> str:
-    """Per tensor (parameters and buffers): name, shape, dtype, float64 sum (10 digits) and 16 evenly spaced values."""
+    """Per tensor (parameters and buffers; offloaded ones read from their store): name, shape, dtype, float64 sum
+    (10 digits) and 16 evenly spaced values."""
     import torch
+
+    from pytest_modelbench.scoring.placement import named_weights
 
     digest = hashlib.sha256()
     with torch.no_grad():
-        for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+        for name, tensor in named_weights(model):
             total = float(torch.sum(tensor, dtype=torch.float64)) if tensor.is_floating_point() else float(tensor.sum())
             flat = tensor.reshape(-1)
             sample = flat[:: max(1, flat.numel() // 16)][:16].double().tolist()
