@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,8 @@ class FunctionRef:
     yaml_dir: Path
 
 
-class _TaskYamlLoader(yaml.SafeLoader):
+# libyaml's parser when PyYAML has it (as lm-eval does): collecting a few thousand task files is mostly parsing.
+class _TaskYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     pass
 
 
@@ -31,11 +34,25 @@ _TaskYamlLoader.add_constructor("!function", _construct_function)
 
 
 def read_yaml_file(path: Path) -> dict[str, Any]:
-    """Parse one YAML file (no include resolution) into a mapping."""
+    """Parse one YAML file (no include resolution) into a mapping. The caller may change its keys; the values are
+    shared with later reads of the same file and must not be changed in place."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise TaskConfigError(f"{path}: cannot read task file ({exc.strerror})") from None
+    return dict(_parse_file(path, stat.st_mtime_ns, stat.st_size, stat.st_ino))
+
+
+# Keyed by the file's identity as well as its name: an edited file is parsed again. Collection reads each file
+# twice (is it a task? then the task itself) and shared includes once per including task.
+@lru_cache(maxsize=4096)
+def _parse_file(path: Path, mtime_ns: int, size: int, inode: int) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TaskConfigError(f"{path}: cannot read task file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise TaskConfigError(f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
     loader = _TaskYamlLoader(text)
     loader.yaml_dir = path.parent
     try:
@@ -53,8 +70,8 @@ def read_yaml_file(path: Path) -> dict[str, Any]:
 
 def load_merged_yaml(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """Read `path` and merge its includes: shallow, in order, local keys winning (lm-eval's rule)."""
-    path = path.resolve()
-    if path in _chain:
+    path = Path(os.path.abspath(path))  # includes are found beside the file as named, as lm-eval finds them
+    if any(path.samefile(seen) for seen in _chain):
         cycle = " -> ".join(str(p) for p in (*_chain, path))
         raise TaskConfigError(f"{_chain[0]}: include cycle: {cycle}")
     config = read_yaml_file(path)
