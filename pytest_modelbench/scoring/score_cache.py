@@ -139,7 +139,7 @@ class ScoreCache:
                     delay = min(delay * 2, 2.0)
                     continue
                 return self._give_up(what, exc)
-            except (sqlite3.Error, OSError, ValueError, TypeError) as exc:  # the last two: a row of another shape
+            except (sqlite3.Error, OSError) as exc:
                 return self._give_up(what, exc)
 
     def _give_up(self, what: str, exc: BaseException) -> bool:

@@ -21,7 +21,7 @@ _UNSUPPORTED_LM_EVAL_KEYS = {
 _FEWSHOT_CONFIG_KEYS = {
     "sampler", "split", "doc_to_text", "doc_to_target", "doc_to_choice", "target_delimiter", "fewshot_delimiter",
 }
-_SAMPLERS = {"default", "first_n"}
+_SAMPLERS = ("default", "first_n")  # a tuple: a YAML list in the key is an unknown sampler, not a TypeError
 _GATE_KEYS = {"absolute_margin", "relative_margin", "alpha"}
 _MODELBENCH_KEYS = {"category_field", "gate"}
 # Bias-suite keys of the `modelbench:` block (document_rules.py; masked_protocol: scoring/masked.py).
@@ -134,7 +134,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     fewshot = raw.get("fewshot_config") or {}
     if not isinstance(fewshot, dict):
         raise TaskConfigError(f"{path}: key 'fewshot_config' must be a mapping")
-    bad = sorted(set(fewshot) - _FEWSHOT_CONFIG_KEYS)
+    bad = sorted(set(fewshot) - _FEWSHOT_CONFIG_KEYS, key=str)
     if bad:
         raise TaskConfigError(f"{path}: key 'fewshot_config.{bad[0]}' is not supported")
     sampler = fewshot.get("sampler", "default")
@@ -145,7 +145,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     tag = raw.get("tag") or ()
     if isinstance(tag, str):
         tag = (tag,)
-    if not all(isinstance(t, str) for t in tag):
+    if not isinstance(tag, (list, tuple)) or not all(isinstance(t, str) for t in tag):
         raise TaskConfigError(f"{path}: key 'tag' must be a string or a list of strings")
 
     dataset_kwargs = raw.get("dataset_kwargs") or {}
@@ -274,5 +274,19 @@ def _config_hash(raw: dict[str, Any]) -> str:
     scoring = {k: v for k, v in raw.items() if k not in _NOT_SCORING_KEYS}
     if isinstance(scoring.get("modelbench"), dict):
         scoring["modelbench"] = {k: v for k, v in scoring["modelbench"].items() if k != "gate"}
-    text = json.dumps(scoring, sort_keys=True, default=lambda o: getattr(o, "dotted_name", repr(o)))
+    def as_text(o: Any) -> str:
+        return getattr(o, "dotted_name", repr(o))
+
+    try:
+        text = json.dumps(scoring, sort_keys=True, default=as_text)
+    except TypeError:  # keys YAML allows and JSON cannot sort or hold: of mixed types, or dates
+        text = json.dumps(_keys_as_text(scoring), sort_keys=True, default=as_text)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _keys_as_text(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {repr(key): _keys_as_text(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_keys_as_text(item) for item in value]
+    return value

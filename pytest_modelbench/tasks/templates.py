@@ -68,7 +68,7 @@ class DocResolver:
             return doc[spec]
         rendered = render(spec, doc, where)
         if rendered.isdigit() and self.has_choices:
-            return ast.literal_eval(rendered)
+            return _literal(rendered, where, "doc_to_target")  # digits need not be a literal: "007", "০"
         if len(rendered) >= 2 and rendered[0] == "[" and rendered[-1] == "]":
             return _literal(rendered, where, "doc_to_target")
         return rendered

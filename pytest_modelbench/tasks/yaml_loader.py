@@ -37,20 +37,18 @@ def read_yaml_file(path: Path) -> dict[str, Any]:
     """Parse one YAML file (no include resolution) into a mapping. The caller may change its keys; the values are
     shared with later reads of the same file and must not be changed in place."""
     try:
-        stat = path.stat()
+        content = path.read_bytes()
     except OSError as exc:
         raise TaskConfigError(f"{path}: cannot read task file ({exc.strerror})") from None
-    return dict(_parse_file(path, stat.st_mtime_ns, stat.st_size, stat.st_ino))
+    return dict(_parse(path, content))
 
 
-# Keyed by the file's identity as well as its name: an edited file is parsed again. Collection reads each file
-# twice (is it a task? then the task itself) and shared includes once per including task.
+# Collection reads each file twice (is it a task? then the task itself) and a shared include once per task that
+# includes it; the file is read every time, its parse is reused while the bytes are the same.
 @lru_cache(maxsize=4096)
-def _parse_file(path: Path, mtime_ns: int, size: int, inode: int) -> dict[str, Any]:
+def _parse(path: Path, content: bytes) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TaskConfigError(f"{path}: cannot read task file ({exc.strerror})") from None
+        text = content.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TaskConfigError(f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
     loader = _TaskYamlLoader(text)
@@ -65,6 +63,9 @@ def _parse_file(path: Path, mtime_ns: int, size: int, inode: int) -> dict[str, A
         return {}
     if not isinstance(data, dict):
         raise TaskConfigError(f"{path}: a task file must be a mapping, found {type(data).__name__}")
+    not_names = [key for key in data if not isinstance(key, str)]
+    if not_names:
+        raise TaskConfigError(f"{path}: every key of a task file must be a name, found {not_names[0]!r}")
     return data
 
 

@@ -71,13 +71,6 @@ def test_another_programs_file_is_not_used_nor_changed(tiny_loaded, tmp_path, un
     assert path.read_bytes() == before
 
 
-def test_a_row_of_another_shape_is_recomputed_with_a_warning(tiny_loaded, tmp_path, uncached):
-    path = filled_cache(tiny_loaded, tmp_path)
-    with closing(sqlite3.connect(path)) as connection, connection:
-        connection.execute("UPDATE scores SET value = 'not a number'")  # SQLite keeps text in a REAL column
-    assert score_with(tiny_loaded, ScoreCache(path)) == pytest.approx(uncached, abs=1e-4)
-
-
 def test_a_cache_locked_by_another_process_is_waited_for_then_bypassed(tiny_loaded, tmp_path, uncached):
     path = filled_cache(tiny_loaded, tmp_path)
     with closing(sqlite3.connect(path)) as connection, connection:
