@@ -28,14 +28,18 @@ EXAMPLES = [pytest.param(FAST_EXAMPLES, id="fast"), pytest.param(SLOW_EXAMPLES, 
 
 def run_property(examples: int, strategy, check) -> None:
     """Check `check` on `examples` inputs drawn from `strategy` (no example database: nothing written to the repo)."""
+    checked = 0
 
     @settings(max_examples=examples, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(strategy)
     def prop(value):
+        nonlocal checked
+        checked += 1
         check(value)
 
     prop()
+    assert checked >= examples  # hypothesis stops early when it runs out of new inputs: the count is a promise
 
 
 def rewrite(path: Path, content: bytes) -> None:
