@@ -63,9 +63,6 @@ def _parse(path: Path, content: bytes) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise TaskConfigError(f"{path}: a task file must be a mapping, found {type(data).__name__}")
-    not_names = [key for key in data if not isinstance(key, str)]
-    if not_names:
-        raise TaskConfigError(f"{path}: every key of a task file must be a name, found {not_names[0]!r}")
     return data
 
 
@@ -76,6 +73,9 @@ def load_merged_yaml(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any
         cycle = " -> ".join(str(p) for p in (*_chain, path))
         raise TaskConfigError(f"{_chain[0]}: include cycle: {cycle}")
     config = read_yaml_file(path)
+    not_names = [key for key in config if not isinstance(key, str)]  # YAML 1.1 reads `on:` or `1:` as a bool, an int
+    if not_names:
+        raise TaskConfigError(f"{path}: every key of a task file must be a name, found {not_names[0]!r}")
     includes = config.pop("include", None)
     if includes is None:
         return config
