@@ -1,5 +1,5 @@
-"""Faults during real runs, in real processes: kill -9 and Ctrl-C during --snapshot-update, and several pytest
-processes (one with xdist workers) sharing one score cache and one baselines folder."""
+"""Faults during real runs, in real processes: kill -9 and Ctrl-C during --snapshot-update, and two pytest
+processes sharing one score cache and one baselines folder."""
 
 from __future__ import annotations
 
@@ -102,10 +102,9 @@ def test_ctrl_c_keeps_the_cache_and_writes_no_partial_baseline(project, tiny_mod
     assert cache_rows(project) >= len(passed) * DOCS * 2  # two choices per document
 
 
-def test_two_processes_and_two_xdist_workers_share_one_cache_and_one_baselines_folder(project, tiny_model):
-    pytest.importorskip("xdist")
-    processes = [start_pytest(project, tiny_model, "--snapshot-update", "-n", "2"),
-                 start_pytest(project, tiny_model, "--snapshot-update")]
+def test_two_pytest_processes_share_one_cache_and_one_baselines_folder(project, tiny_model):
+    # two xdist workers sharing them: tests/plugin/test_gate_xdist.py
+    processes = [start_pytest(project, tiny_model, "--snapshot-update") for _ in range(2)]
     outputs = [process.communicate(timeout=600)[0] for process in processes]
     for process, output in zip(processes, outputs):
         assert process.returncode == 0, output
