@@ -35,15 +35,18 @@ def run_collection(arguments: list[str], folder: Path) -> tuple[float, float, li
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    if completed.returncode != 0:
+    if completed.returncode not in (0, 2):  # 2: pytest stops after collection when refused files are errors
         sys.exit(f"pytest exited with {completed.returncode}:\n{completed.stdout[-3000:]}{completed.stderr[-3000:]}")
     return wall, cpu, completed.stdout.splitlines()
 
 
 def summary(lines: list[str]) -> list[str]:
     """The refusal section without its example files, and the final count line."""
-    start = next((i for i, line in enumerate(lines) if "refused, by reason" in line), len(lines) - 1)
-    return [line for line in lines[start:] if not line.startswith("        ")]
+    start = next((i for i, line in enumerate(lines) if "refused, by reason" in line), None)
+    if start is None:
+        return lines[-1:]
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("=")), len(lines))
+    return [line for line in lines[start:end] if not line.startswith("        ")] + lines[-1:]
 
 
 def task_files(tasks_dir: Path, count: int) -> list[str]:

@@ -21,7 +21,7 @@ _UNSUPPORTED_LM_EVAL_KEYS = {
 _FEWSHOT_CONFIG_KEYS = {
     "sampler", "split", "doc_to_text", "doc_to_target", "doc_to_choice", "target_delimiter", "fewshot_delimiter",
 }
-_SAMPLERS = ("default", "first_n")  # a tuple: a YAML list in the key is an unknown sampler, not a TypeError
+_SAMPLERS = {"default", "first_n"}
 _GATE_KEYS = {"absolute_margin", "relative_margin", "alpha"}
 _MODELBENCH_KEYS = {"category_field", "gate"}
 # Bias-suite keys of the `modelbench:` block (document_rules.py; masked_protocol: scoring/masked.py).
@@ -138,7 +138,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     if bad:
         raise TaskConfigError(f"{path}: key 'fewshot_config.{bad[0]}' is not supported")
     sampler = fewshot.get("sampler", "default")
-    if sampler not in _SAMPLERS:
+    if not isinstance(sampler, str) or sampler not in _SAMPLERS:
         raise TaskConfigError(f"{path}: key 'fewshot_config.sampler': unknown sampler {sampler!r} (use default or first_n)")
     overrides = {k: resolve(f"fewshot_config.{k}", v) for k, v in fewshot.items() if k not in ("sampler", "split")}
 
