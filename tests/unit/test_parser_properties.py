@@ -148,26 +148,30 @@ field_values = st.one_of(
     st.lists(st.text(max_size=5) | st.integers(), max_size=4), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
 )
 templates = st.lists(st.sampled_from(TEMPLATE_PIECES), max_size=15).map("".join)
-# What a task config can hold under each key: a template or field name, and for targets and choices the literal forms.
-strings = templates | st.sampled_from(["x", "y", "label"])
-text_specs = strings
-target_specs = strings | st.integers(-2, 5) | st.lists(st.integers(-1, 3) | st.text(max_size=4), max_size=3)
-choice_specs = strings | st.lists(st.text(max_size=4), max_size=3) | st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=3)
+FIELDS = ("x", "y", "label")
+# Besides a template or a field name, what a task config can hold under doc_to_target and doc_to_choice.
+target_literals = st.integers(-2, 5) | st.lists(st.integers(-1, 3) | st.text(max_size=4), max_size=3)
+choice_literals = st.lists(st.text(max_size=4), max_size=3) | st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=3)
 rendering_cases = st.tuples(
-    templates, text_specs, target_specs, choice_specs,
-    st.fixed_dictionaries({"x": field_values, "y": field_values, "label": field_values}), st.booleans(),
+    templates, st.sampled_from(FIELDS), target_literals, choice_literals,
+    st.fixed_dictionaries({name: field_values for name in FIELDS}), st.booleans(),
 )
 WHERE = "task t, doc 0"
 
 
 def check_rendering(case) -> None:
-    template, text_spec, target_spec, choice_spec, doc, has_choices = case
+    """One template (compiled once, then cached) through render and every doc_to_* key; a field name; literals."""
+    template, field, target_literal, choice_literal, doc, has_choices = case
     rendered = loads_or_refuses(render, template, doc, WHERE)
     assert rendered is None or isinstance(rendered, str)
     resolver = DocResolver(set(doc), has_choices=has_choices)
-    loads_or_refuses(resolver.text, text_spec, doc, WHERE)
-    loads_or_refuses(resolver.target, target_spec, doc, WHERE)
-    choices = loads_or_refuses(resolver.choices, choice_spec, doc, WHERE)
+    for spec in (template, field):
+        loads_or_refuses(resolver.text, spec, doc, WHERE)
+        loads_or_refuses(resolver.target, spec, doc, WHERE)
+        choices = loads_or_refuses(resolver.choices, spec, doc, WHERE)
+        assert choices is None or (choices and all(isinstance(choice, str) for choice in choices))
+    loads_or_refuses(resolver.target, target_literal, doc, WHERE)
+    choices = loads_or_refuses(resolver.choices, choice_literal, doc, WHERE)
     assert choices is None or (choices and all(isinstance(choice, str) for choice in choices))
 
 
