@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 _PER_FILE_DETAILS = (
-    (re.compile(r"'!function [^']*'"), "'!function ...'"),
+    (re.compile(r"!function [\w.]+"), "!function ..."),
     (re.compile(r" \(looked for [^)]*\)"), ""),
     (re.compile(r"^(malformed YAML|not a UTF-8 text file).*", re.DOTALL), r"\1"),
 )

@@ -20,6 +20,9 @@ class FunctionRef:
     dotted_name: str
     yaml_dir: Path
 
+    def __repr__(self) -> str:  # as the YAML spells it, in error messages
+        return f"!function {self.dotted_name}"
+
 
 # libyaml's parser when PyYAML has it (as lm-eval does): collecting a few thousand task files is mostly parsing.
 class _TaskYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
