@@ -11,6 +11,7 @@ from pytest_modelbench import cli_options, inspection
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.refusals import format_refusals
 from pytest_modelbench.report import format_table, json_text, results_document, summary_rows
 from pytest_modelbench.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
@@ -20,6 +21,9 @@ from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
 
 RUNNER_KEY = pytest.StashKey[BenchRunner]()
 RESULTS_PATH_KEY = pytest.StashKey[Path | None]()
+SCOPE_ROOTS_KEY = pytest.StashKey[frozenset]()
+TASK_FILES_KEY = pytest.StashKey[dict]()  # on a folder's collector: file path -> its TaskFile, or None
+REFUSED_KEY = pytest.StashKey[list]()  # (task file, error message) for each task file that cannot be loaded
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
@@ -77,18 +81,33 @@ def pytest_configure(config: pytest.Config) -> None:
     inspection.configure(config, config.stash[RUNNER_KEY].options)
 
 
+def _scope_roots(config: pytest.Config) -> frozenset[Path]:
+    """Configured suite folders and the paths named on the command line; worked out once per session, since a
+    command line may name thousands of files."""
+    roots = config.stash.get(SCOPE_ROOTS_KEY, None)
+    if roots is None:
+        found = {Path(p) for p in config.getini("modelbench_suites")}
+        found |= {Path(arg.split("::")[0]).resolve() for arg in config.args}
+        found.discard(config.rootpath)
+        roots = config.stash[SCOPE_ROOTS_KEY] = frozenset(found)
+    return roots
+
+
 def _in_scope(file_path: Path, config: pytest.Config) -> bool:
     """Collected when named on the command line, or under a configured suite folder or a folder named there."""
-    roots = [Path(p) for p in config.getini("modelbench_suites")]
-    roots += [Path(arg.split("::")[0]).resolve() for arg in config.args]
-    roots = [root for root in roots if root != config.rootpath]
-    return any(file_path == root or root in file_path.parents for root in roots)
+    roots = _scope_roots(config)
+    return file_path in roots or not roots.isdisjoint(file_path.parents)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
-    if file_path.suffix in YAML_SUFFIXES and _in_scope(file_path, parent.config) and is_task_file(file_path):
-        return TaskFile.from_parent(parent, path=file_path)
-    return None
+    if file_path.suffix not in YAML_SUFFIXES or not _in_scope(file_path, parent.config):
+        return None
+    # pytest collects a file named on the command line by collecting its whole folder again, once per file named:
+    # a folder's task files are made once, so naming thousands of them stays linear.
+    made = parent.stash.setdefault(TASK_FILES_KEY, {})
+    if file_path not in made:
+        made[file_path] = TaskFile.from_parent(parent, path=file_path) if is_task_file(file_path) else None
+    return made[file_path]
 
 
 class TaskFile(pytest.File):
@@ -96,8 +115,12 @@ class TaskFile(pytest.File):
     collection error naming the file and key (also under --collect-only and without --model)."""
 
     def collect(self):
-        config = load_task_config(self.path, allow_task_code=self.config.getoption("--allow-task-code"))
-        resolve_metrics(config)
+        try:
+            config = load_task_config(self.path, allow_task_code=self.config.getoption("--allow-task-code"))
+            resolve_metrics(config)
+        except ModelbenchError as exc:
+            self.config.stash.setdefault(REFUSED_KEY, []).append((self.path, str(exc)))
+            raise
         item = TaskItem.from_parent(self, name=config.task, task_config=config)
         item.add_marker("modelbench")
         for tag in config.tag:
@@ -133,6 +156,11 @@ class TaskItem(pytest.Item):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    refused = config.stash.get(REFUSED_KEY, [])
+    if refused:
+        terminalreporter.section(f"modelbench: {len(refused)} task file(s) refused, by reason")
+        for line in format_refusals(refused, start=config.invocation_params.dir):
+            terminalreporter.write_line(line)
     runner = config.stash.get(RUNNER_KEY, None)
     if runner is None or not runner.evaluations:
         return

@@ -12,9 +12,10 @@ prefix token, BOS setting, which scorer path (fast or plain) and the protocol ve
 log-likelihoods.
 
 Several processes may share the file (pytest-xdist workers, concurrent runs): SQLite in WAL mode, writes in short
-`BEGIN IMMEDIATE` transactions, a busy timeout and retries with backoff. Any cache failure (read-only disk, corrupt
-file, lock contention beyond the retries) is reported once as a warning and the run continues without the cache; a
-cache never fails a test. WAL needs a local filesystem (not NFS).
+`BEGIN IMMEDIATE` transactions, a busy timeout and retries with backoff, at most `lock_wait_s` (30 s) in all per
+operation. Any cache failure (read-only disk, corrupt file, a file that is not this cache, a lock held beyond that
+wait) is reported once as a warning and the run continues without the cache, recomputing; a cache never fails a test,
+and a file that is not this cache is never written to. WAL needs a local filesystem (not NFS).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from typing import Any, Iterable, Sequence
 CACHE_DIR_ENV = "MODELBENCH_CACHE_DIR"
 CACHE_FILE = "scores.sqlite"
 PROTOCOL_VERSION = "causal-loglikelihood/1"  # bump when a change in scoring changes the numbers
-_BUSY_TIMEOUT_S = 30.0
-_RETRIES = 8
+_LOCK_WAIT_S = 30.0
+_COLUMNS = [("key", "BLOB"), ("value", "REAL"), ("created", "REAL")]
 _CHUNK = 500  # SQLite host parameters per query
 
 
@@ -50,8 +51,9 @@ def default_cache_path() -> Path:
 class ScoreCache:
     """Key → float store in one SQLite file; connections are opened lazily, one per process."""
 
-    def __init__(self, path: Path | str | None = None):
+    def __init__(self, path: Path | str | None = None, lock_wait_s: float = _LOCK_WAIT_S):
         self.path = Path(path) if path is not None else default_cache_path()
+        self.lock_wait_s = lock_wait_s
         self.enabled = True
         self._connection: sqlite3.Connection | None = None
         self._pid: int | None = None
@@ -118,8 +120,13 @@ class ScoreCache:
         if self._connection is not None and self._pid == os.getpid():
             return self._connection
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(str(self.path), timeout=_BUSY_TIMEOUT_S, isolation_level=None)
-        connection.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        connection = sqlite3.connect(str(self.path), timeout=self.lock_wait_s, isolation_level=None)
+        connection.execute(f"PRAGMA busy_timeout = {int(self.lock_wait_s * 1000)}")
+        try:
+            _check_is_score_cache(connection)
+        except sqlite3.Error:
+            connection.close()
+            raise
         if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
@@ -131,26 +138,40 @@ class ScoreCache:
         return connection
 
     def _run(self, operation, what: str) -> Any:
+        deadline = time.monotonic() + self.lock_wait_s
         delay = 0.05
-        for attempt in range(_RETRIES):
+        while True:
             try:
                 return operation(self._connect())
             except sqlite3.OperationalError as exc:
                 busy = "locked" in str(exc) or "busy" in str(exc)
-                if busy and attempt + 1 < _RETRIES:
+                if busy and time.monotonic() + delay < deadline:
                     time.sleep(delay * (1 + random.random()))
                     delay = min(delay * 2, 2.0)
                     continue
                 return self._give_up(what, exc)
             except (sqlite3.Error, OSError) as exc:
                 return self._give_up(what, exc)
-        return False  # pragma: no cover - the loop always returns
 
     def _give_up(self, what: str, exc: BaseException) -> bool:
         self.enabled = False
         self.close()
-        warnings.warn(f"pytest-modelbench: score cache {self.path} disabled ({what} failed: {exc})", stacklevel=3)
+        warnings.warn(
+            f"pytest-modelbench: score cache {self.path} disabled for this run, scores are recomputed ({what} "
+            f"failed: {exc}); if the file is damaged or not pytest-modelbench's, delete it",
+            stacklevel=3,
+        )
         return False
+
+
+def _check_is_score_cache(connection: sqlite3.Connection) -> None:
+    """Raise unless the database is empty or holds only this cache's table, so another program's file is left as is."""
+    tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    columns = [(row[1], row[2]) for row in connection.execute("PRAGMA table_info(scores)")]
+    if tables - {"scores"} or (tables and columns != _COLUMNS):
+        raise sqlite3.DatabaseError(
+            f"not a pytest-modelbench score cache (tables {sorted(tables)}, scores columns {columns})"
+        )
 
 
 # --- keys -----------------------------------------------------------------------------------------------------------

@@ -152,11 +152,11 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     fewshot = raw.get("fewshot_config") or {}
     if not isinstance(fewshot, dict):
         raise TaskConfigError(f"{path}: key 'fewshot_config' must be a mapping")
-    bad = sorted(set(fewshot) - _FEWSHOT_CONFIG_KEYS)
+    bad = sorted(set(fewshot) - _FEWSHOT_CONFIG_KEYS, key=str)
     if bad:
         raise TaskConfigError(f"{path}: key 'fewshot_config.{bad[0]}' is not supported")
     sampler = fewshot.get("sampler", "default")
-    if sampler not in _SAMPLERS:
+    if not isinstance(sampler, str) or sampler not in _SAMPLERS:
         raise TaskConfigError(f"{path}: key 'fewshot_config.sampler': unknown sampler {sampler!r} (use default or first_n)")
     _check_value_types(fewshot, path, prefix="fewshot_config.")
     overrides = {k: resolve(f"fewshot_config.{k}", v) for k, v in fewshot.items() if k not in ("sampler", "split")}
@@ -164,7 +164,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     tag = raw.get("tag") or ()
     if isinstance(tag, str):
         tag = (tag,)
-    if not all(isinstance(t, str) for t in tag):
+    if not isinstance(tag, (list, tuple)) or not all(isinstance(t, str) for t in tag):
         raise TaskConfigError(f"{path}: key 'tag' must be a string or a list of strings")
 
     dataset_kwargs = raw.get("dataset_kwargs") or {}
@@ -386,5 +386,20 @@ def _config_hash(raw: dict[str, Any]) -> str:
         scoring["modelbench"] = {k: v for k, v in scoring["modelbench"].items() if k != "gate"}
         if not scoring["modelbench"]:
             del scoring["modelbench"]
-    text = json.dumps(scoring, sort_keys=True, default=lambda o: getattr(o, "dotted_name", repr(o)))
+
+    def as_text(o: Any) -> str:
+        return getattr(o, "dotted_name", repr(o))
+
+    try:
+        text = json.dumps(scoring, sort_keys=True, default=as_text)
+    except TypeError:  # keys YAML allows and JSON cannot sort or hold: of mixed types, or dates
+        text = json.dumps(_keys_as_text(scoring), sort_keys=True, default=as_text)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _keys_as_text(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {repr(key): _keys_as_text(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_keys_as_text(item) for item in value]
+    return value

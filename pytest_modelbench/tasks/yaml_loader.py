@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,12 @@ class FunctionRef:
     dotted_name: str
     yaml_dir: Path
 
+    def __repr__(self) -> str:  # as the YAML spells it, in error messages
+        return f"!function {self.dotted_name}"
 
-class _TaskYamlLoader(yaml.SafeLoader):
+
+# libyaml's parser when PyYAML has it (as lm-eval does): collecting a few thousand task files is mostly parsing.
+class _TaskYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     pass
 
 
@@ -31,11 +37,23 @@ _TaskYamlLoader.add_constructor("!function", _construct_function)
 
 
 def read_yaml_file(path: Path) -> dict[str, Any]:
-    """Parse one YAML file (no include resolution) into a mapping."""
+    """Parse one YAML file (no include resolution) into a mapping. The caller may change its keys; the values are
+    shared with later reads of the same file and must not be changed in place."""
     try:
-        text = path.read_text(encoding="utf-8")
+        content = path.read_bytes()
     except OSError as exc:
         raise TaskConfigError(f"{path}: cannot read task file ({exc.strerror})") from None
+    return dict(_parse(path, content))
+
+
+# Collection reads each file twice (is it a task? then the task itself) and a shared include once per task that
+# includes it; the file is read every time, its parse is reused while the bytes are the same.
+@lru_cache(maxsize=4096)
+def _parse(path: Path, content: bytes) -> dict[str, Any]:
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskConfigError(f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
     loader = _TaskYamlLoader(text)
     loader.yaml_dir = path.parent
     try:
@@ -53,11 +71,14 @@ def read_yaml_file(path: Path) -> dict[str, Any]:
 
 def load_merged_yaml(path: Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """Read `path` and merge its includes: shallow, in order, local keys winning (lm-eval's rule)."""
-    path = path.resolve()
-    if path in _chain:
+    path = Path(os.path.abspath(path))  # includes are found beside the file as named, as lm-eval finds them
+    if any(path.samefile(seen) for seen in _chain):
         cycle = " -> ".join(str(p) for p in (*_chain, path))
         raise TaskConfigError(f"{_chain[0]}: include cycle: {cycle}")
     config = read_yaml_file(path)
+    not_names = [key for key in config if not isinstance(key, str)]  # YAML 1.1 reads `on:` or `1:` as a bool, an int
+    if not_names:
+        raise TaskConfigError(f"{path}: every key of a task file must be a name, found {not_names[0]!r}")
     includes = config.pop("include", None)
     if includes is None:
         return config

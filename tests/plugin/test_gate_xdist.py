@@ -1,10 +1,12 @@
-"""Parallel workers (pytest-xdist -n 2) record and check baselines without corrupting them."""
+"""Parallel workers (pytest-xdist -n 2) record and check baselines, and share one score cache, without corrupting
+them."""
 
 from __future__ import annotations
 
 import pytest
 
 from pytest_modelbench.gate.baseline import parse
+from pytest_modelbench.scoring.causal import CausalLMScorer
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     _one_torch_thread,
     bad_model,
@@ -21,6 +23,7 @@ TASKS = tuple(f"gate_probe_{i}" for i in range(4))
 
 def test_two_workers_write_baselines_without_corrupting_them(pytester, tiny_model, probe_docs, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the workers are fresh processes
+    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
     make_project(pytester, probe_docs, tasks=TASKS)
     folder = baseline_file(pytester, TASKS[0]).parent
     folder.mkdir(parents=True)
@@ -44,6 +47,13 @@ def test_two_workers_write_baselines_without_corrupting_them(pytester, tiny_mode
         record = parse(baseline_file(pytester, task).read_text(), baseline_file(pytester, task))
         assert record.task == task and len(record.doc_keys) == len(probe_docs)
 
+    assert "score cache" not in result.stdout.str()  # no cache warning: neither worker gave up on a lock or a write
+
+    monkeypatch.setattr(CausalLMScorer, "score_encoded", refuse_to_score)  # the workers cached every score
+    result = run_gate(pytester, tiny_model)
+    result.assert_outcomes(passed=4)
+    assert result.ret == 0
+
     junit = pytester.path / "junit.xml"
     result = run_gate(pytester, tiny_model, "-n", "2", f"--junitxml={junit}")
     result.assert_outcomes(passed=4)
@@ -57,3 +67,6 @@ def test_two_workers_write_baselines_without_corrupting_them(pytester, tiny_mode
     assert gate_heads(junit) == {TASKS[0]: 1, TASKS[1]: 1}
     result.stdout.fnmatch_lines(["*false blocks: at most 0.05 per task*(--gate-error-control=task)*"])
 
+
+def refuse_to_score(*args, **kwargs):
+    raise AssertionError("the model was run although every score was cached")

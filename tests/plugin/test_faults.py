@@ -1,0 +1,118 @@
+"""Faults during real runs, in real processes: kill -9 and Ctrl-C during --snapshot-update, and two pytest
+processes sharing one score cache and one baselines folder."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from pytest_modelbench.gate.baseline import parse
+from tests.fixtures.gate_tasks import pool_documents, write_task
+from tests.plugin.gate_project import _one_torch_thread  # noqa: F401 - fixture
+
+REPO = Path(__file__).resolve().parents[2]
+TASKS = tuple(f"fault_probe_{i}" for i in range(4))
+DOCS = 200
+
+
+@pytest.fixture
+def project(pytester, monkeypatch) -> Path:
+    """Four two-choice tasks in suites/probe, and a score cache of their own."""
+    for i, task in enumerate(TASKS):
+        write_task(pytester.path / "suites" / "probe", task, pool_documents(DOCS, seed=i))
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    return pytester.path
+
+
+def baselines(root: Path) -> Path:
+    return root / "baselines" / "default" / "probe"
+
+
+def start_pytest(root: Path, model: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "pytest", f"--model={model}", "-p", "no:cacheprovider", "-v", *args]
+    return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for(condition, process: subprocess.Popen, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, f"pytest ended before the moment to interrupt it:\n{process.stdout.read()}"
+        assert time.monotonic() < deadline, "timed out waiting for the run to reach the moment to interrupt it"
+        time.sleep(0.01)
+
+
+def cache_rows(root: Path) -> int:
+    with closing(sqlite3.connect(root / "cache" / "scores.sqlite")) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        return connection.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
+
+
+def no_temporary_files(folder: Path) -> bool:
+    return not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_kill_9_during_snapshot_update_leaves_each_baseline_old_or_new(project, pytester, tiny_model):
+    pytester.runpytest(f"--model={tiny_model}", "-p", "no:cacheprovider", "--limit=30",
+                       "--snapshot-update").assert_outcomes(passed=len(TASKS))
+    old = {path.name: path.read_text() for path in baselines(project).iterdir()}
+    assert len(old) == len(TASKS)
+
+    # without --limit every baseline is out of date: the run rewrites them one by one, and is killed in between
+    process = start_pytest(project, tiny_model, "--snapshot-update")
+    wait_for(lambda: any(path.read_text() != old[path.name] for path in baselines(project).glob("*.json")), process)
+    time.sleep(random.Random(9).uniform(0, 0.5))
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=60)
+
+    fates = []
+    for path in sorted(baselines(project).glob("*.json")):
+        record = parse(path.read_text(), path)  # complete and valid, whichever it is
+        fates.append("old" if path.read_text() == old[path.name] else "new")
+        assert record.provenance.limit == (30 if fates[-1] == "old" else None)
+    assert len(fates) == len(TASKS) and "old" in fates and "new" in fates  # killed mid-run
+    assert cache_rows(project) > 0  # the cache survives a kill in the middle of its writes
+
+
+def test_ctrl_c_keeps_the_cache_and_writes_no_partial_baseline(project, tiny_model):
+    process = start_pytest(project, tiny_model, "--snapshot-update")
+    wait_for(lambda: baselines(project).is_dir() and any(baselines(project).glob("*.json")), process)
+    process.send_signal(signal.SIGINT)
+    output = process.communicate(timeout=120)[0]
+
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert "KeyboardInterrupt" in output
+    passed = {task for task in TASKS if f"::{task} PASSED" in output}
+    written = {path.stem for path in baselines(project).iterdir() if path.suffix == ".json"}
+    assert written == passed and len(passed) < len(TASKS)  # interrupted before the end; no baseline of a task cut short
+    for task in written:
+        parse((baselines(project) / f"{task}.json").read_text(), task)
+    assert no_temporary_files(baselines(project))
+    assert cache_rows(project) >= len(passed) * DOCS * 2  # two choices per document
+
+
+def test_two_pytest_processes_share_one_cache_and_one_baselines_folder(project, tiny_model):
+    # two xdist workers sharing them: tests/plugin/test_gate_xdist.py
+    processes = [start_pytest(project, tiny_model, "--snapshot-update") for _ in range(2)]
+    outputs = [process.communicate(timeout=600)[0] for process in processes]
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 0, output
+        assert "score cache" not in output  # no cache warning: no lock or write was given up on
+    for task in TASKS:
+        assert parse((baselines(project) / f"{task}.json").read_text(), task).task == task
+    assert no_temporary_files(baselines(project))
+    # every distinct request is in the cache once, whichever process scored it
+    requests = {(i, doc["text"], option) for i in range(len(TASKS)) for doc in pool_documents(DOCS, seed=i)
+                for option in doc["options"]}
+    assert cache_rows(project) == len({(text, option) for _, text, option in requests})
