@@ -44,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--log-samples", action="store_true", help="add per-document requests and log-likelihoods to --results-json")
     group.addoption("--plain-scoring", action="store_true",
                     help="score causal LMs with lm-eval's own procedure, no shared prefixes: lm-eval's log-likelihoods "
-                         "bit for bit at the same batch size, and slower")
+                         "bit for bit on the same machine, batch size and thread count; slower")
     group.addoption("--no-cache", action="store_true", help="bypass the persistent score cache ($MODELBENCH_CACHE_DIR, default ~/.cache/pytest-modelbench)")
     parser.addini("modelbench_suites", "folders whose task YAMLs are collected", type="paths", default=[])
     parser.addini("modelbench_data_dir", "local mirror of hub datasets", default="")

@@ -2,8 +2,8 @@
 
 Two paths:
 - plain (`fast=False`, the default of this class): lm-eval's own procedure, one row per request, sorted longest
-  first, right-padded with id 0, full logits. The reference: on the same batch size its numbers are lm-eval's, bit for
-  bit.
+  first, right-padded with id 0, full logits. The reference: on the same machine, batch size and thread count its numbers
+  are lm-eval's, bit for bit.
 - fast (`fast=True`, what pytest runs use unless `--plain-scoring`, runner.py): shared token prefixes computed
   once, the vocabulary projection only at scored positions (scoring/prefix_sharing.py). The same log-likelihoods up to float rounding: a different
   order of the same sums, so differences of the size lm-eval shows between batch sizes, amplified on some models (on

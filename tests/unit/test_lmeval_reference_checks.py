@@ -42,7 +42,7 @@ def test_a_value_outside_its_bound_is_named():
     assert loglikelihood_mismatches([[-100.0 + 0.9e-4, -2.0]], samples, TIGHT) == []
     [line] = loglikelihood_mismatches([[-100.0 + 1.1e-4, -2.0]], samples, TIGHT)
     assert line.startswith("document 7 choice 0:")
-    # The cross-CPU bound grows with the magnitude: 1e-4 + 1e-5 * 100 at -100.
+    # A bound that grows with the magnitude: 1e-4 + 1e-5 * 100 at -100.
     assert loglikelihood_mismatches([[-100.0 + 1.05e-3, -2.0]], samples, Tolerance(1e-4, 1e-5)) == []
     assert loglikelihood_mismatches([[-100.0, -2.0 + 1.3e-4]], samples, Tolerance(1e-4, 1e-5)) != []
     assert loglikelihood_mismatches([[float("nan"), -2.0]], samples, ANY_CPU) != []
