@@ -69,3 +69,9 @@ def default_model():
     from pytest_modelbench.scoring.loading import DEFAULT_MODEL, load_model, resolve_model_source
 
     return load_model(resolve_model_source(DEFAULT_MODEL), dtype="float32")
+
+
+def pytest_collection_modifyitems(items):
+    """The slow tests (minutes each on the real model) first: pytest-xdist then starts them early and the short tests
+    fill the workers around them, instead of one long test running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
