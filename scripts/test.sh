@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh .venv
-# Two xdist workers on two cores: one torch thread each, or they oversubscribe the CPU.
+# Two xdist workers on two cores: one torch thread each, or they oversubscribe the CPU. Work stealing: a worker that
+# runs out of tests takes queued ones from the other, so the slow tests (collected first) do not end up on one worker.
 export OMP_NUM_THREADS=1
-exec .venv/bin/python -m pytest -n 2 "$@"
+exec .venv/bin/python -m pytest -n 2 --dist worksteal "$@"

@@ -72,6 +72,7 @@ def default_model():
 
 
 def pytest_collection_modifyitems(items):
-    """The slow tests (minutes each on the real model) first: pytest-xdist then starts them early and the short tests
-    fill the workers around them, instead of one long test running alone at the end."""
+    """The slow tests (minutes each on the real model) first, so they start early and the short tests fill the
+    workers around them (scripts/test.sh runs pytest-xdist with work stealing), instead of one running alone at the
+    end."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
