@@ -95,11 +95,14 @@ def test_ctrl_c_keeps_the_cache_and_writes_no_partial_baseline(project, tiny_mod
     assert "KeyboardInterrupt" in output
     passed = {task for task in TASKS if f"::{task} PASSED" in output}
     written = {path.stem for path in baselines(project).iterdir() if path.suffix == ".json"}
-    assert written == passed and len(passed) < len(TASKS)  # interrupted before the end; no baseline of a task cut short
+    # A task whose baseline was written just before the signal may not have printed PASSED yet; every baseline
+    # that exists must still be a whole one, and the interrupted run must not have written them all.
+    assert passed <= written and len(written) < len(TASKS), output
     for task in written:
-        parse((baselines(project) / f"{task}.json").read_text(), task)
+        record = parse((baselines(project) / f"{task}.json").read_text(), task)
+        assert record.provenance.limit is None and len(record.doc_keys) == DOCS
     assert no_temporary_files(baselines(project))
-    assert cache_rows(project) >= len(passed) * DOCS * 2  # two choices per document
+    assert cache_rows(project) >= len(written) * DOCS * 2  # two choices per document
 
 
 def test_two_pytest_processes_share_one_cache_and_one_baselines_folder(project, tiny_model):
