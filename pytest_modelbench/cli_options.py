@@ -6,7 +6,9 @@ after minutes of scoring stops at once instead.
 
 from __future__ import annotations
 
+import math
 import os
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,24 @@ def count(option: str, value: int | None, minimum: int) -> int | None:
         kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
         raise pytest.UsageError(f"{option} must be {kind}, got {value}")
     return value
+
+
+def seconds(option: str, value: float) -> float:
+    if not (value > 0 and math.isfinite(value)):
+        raise pytest.UsageError(f"{option} must be a positive number of seconds, got {value}")
+    return value
+
+
+def server_urls(values: list[str]) -> tuple[str, ...]:
+    """`--server-url`, repeated or comma-separated: http(s) base URLs, each once."""
+    urls: list[str] = []
+    for url in (part.strip() for value in values for part in value.split(",")):
+        parsed = urllib.parse.urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise pytest.UsageError(f"--server-url must be an http(s) URL such as http://node:8000/v1, got {url!r}")
+        if url.rstrip("/") not in urls:
+            urls.append(url.rstrip("/"))
+    return tuple(urls)
 
 
 def model_args(value: str | None) -> str | None:

@@ -37,3 +37,7 @@ class RequestError(ModelbenchError):
         super().__init__(problem if index is None else f"request {index}: {problem}")
         self.problem = problem
         self.index = index
+
+
+class ServerError(ModelbenchError):
+    """A scoring server that cannot be reached, or whose answers cannot be trusted; the message names the server."""

@@ -1,20 +1,17 @@
-"""One task, end to end: prepared documents → scorer → per-document log-likelihoods → scores."""
+"""One task, end to end: prepared documents → backend → per-document log-likelihoods → scores."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Sequence
 
 from pytest_modelbench.errors import DocumentError, RequestError
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
 from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.scoring.backend import Backend
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
-
-
-class Scorer(Protocol):
-    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]: ...
 
 
 @dataclass(frozen=True)
@@ -24,11 +21,10 @@ class TaskEvaluation:
     scores: TaskScores
 
 
-def evaluate_task(prepared: PreparedTask, scorer: Scorer) -> TaskEvaluation:
+def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
     metrics = resolve_metrics(prepared.config)
-    flat = [(doc.context, cont) for doc in prepared.documents for cont in doc.continuations]
     try:
-        values = scorer.loglikelihood(flat)
+        values = backend.score_task(prepared)
     except RequestError as exc:
         if exc.index is None:
             raise

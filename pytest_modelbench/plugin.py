@@ -45,6 +45,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--plain-scoring", action="store_true",
                     help="score causal LMs with lm-eval's own procedure, no shared prefixes: lm-eval's log-likelihoods "
                          "bit for bit on the same machine, batch size and thread count; slower")
+    group.addoption("--server-url", action="append", default=[], metavar="URL",
+                    help="score on an OpenAI-compatible server (vLLM...) at this base URL, e.g. http://node:8000/v1; "
+                         "repeat (or comma-separate) for several servers of one checkpoint; --model gives the tokenizer")
+    group.addoption("--server-model", default=None, help="the served model's name (default: the one model the server serves)")
+    group.addoption("--server-concurrency", type=int, default=8, help="server requests in flight, over all servers (default: 8)")
+    group.addoption("--server-timeout", type=float, default=300.0, help="seconds a server request may take (default: 300)")
+    group.addoption("--server-retries", type=int, default=4,
+                    help="retries of a server request after a connection error, timeout, 429 or 5xx (default: 4)")
     group.addoption("--no-cache", action="store_true", help="bypass the persistent score cache ($MODELBENCH_CACHE_DIR, default ~/.cache/pytest-modelbench)")
     parser.addini("modelbench_suites", "folders whose task YAMLs are collected", type="paths", default=[])
     parser.addini("modelbench_data_dir", "local mirror of hub datasets", default="")
@@ -75,6 +83,11 @@ def pytest_configure(config: pytest.Config) -> None:
             cache=not config.getoption("--no-cache"),
             shared_prefixes=not config.getoption("--plain-scoring"),
             third_party_output=config.getoption("verbose") > 0,
+            server_urls=cli_options.server_urls(config.getoption("--server-url")),
+            server_model=config.getoption("--server-model"),
+            server_concurrency=cli_options.count("--server-concurrency", config.getoption("--server-concurrency"), 1),
+            server_timeout=cli_options.seconds("--server-timeout", config.getoption("--server-timeout")),
+            server_retries=cli_options.count("--server-retries", config.getoption("--server-retries"), minimum=0),
         ),
         progress_sink=progress_sink(config),
     )

@@ -1,21 +1,21 @@
-"""Session state behind the pytest layer: options, the model loaded once, and the evaluations done so far."""
+"""Session state behind the pytest layer: options, the backend built once (a local model, or servers), and the
+evaluations done so far."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from pytest_modelbench.errors import ModelbenchError, ModelLoadError
 from pytest_modelbench.evaluation import TaskEvaluation, evaluate_task
-from pytest_modelbench.scoring.loading import LoadedModel, detect_model_type, load_model, resolve_model_source
+from pytest_modelbench.scoring.backend import Backend
+from pytest_modelbench.scoring.loading import (
+    LoadedModel, detect_model_type, load_model, load_tokenizer, resolve_model_source,
+)
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.task import prepare_task
 from pytest_modelbench.third_party_output import loading_output
-
-if TYPE_CHECKING:  # torch is imported only when a model is scored, keeping collection fast
-    from pytest_modelbench.scoring.causal import CausalLMScorer
-    from pytest_modelbench.scoring.masked import MaskedLMScorer
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,12 @@ class RunOptions:
     cache: bool = False  # persistent score cache (scoring/score_cache.py): the plugin turns it on unless --no-cache
     shared_prefixes: bool = True  # causal LMs: the fast path (scoring/prefix_sharing.py); off: lm-eval's procedure
     third_party_output: bool = False  # show libraries' progress bars and warnings while loading (pytest -v)
+    # Scoring servers (scoring/server/): OpenAI-compatible base URLs; --model then gives only the tokenizer.
+    server_urls: tuple[str, ...] = ()
+    server_model: str | None = None  # the served model's name; default: the one model each server serves
+    server_concurrency: int = 8  # requests in flight, over all servers
+    server_timeout: float = 300.0  # seconds per request
+    server_retries: int = 4  # retries of a request that failed transiently (connection, timeout, 429, 5xx)
 
 
 @dataclass
@@ -41,7 +47,8 @@ class BenchRunner:
     evaluations: dict[str, TaskEvaluation] = field(default_factory=dict)
     _loaded: LoadedModel | None = None
     _load_error: ModelbenchError | None = None
-    _scorer: CausalLMScorer | MaskedLMScorer | None = None
+    _backend: Backend | None = None
+    _backend_error: ModelbenchError | None = None
     progress_sink: Callable[[str], None] | None = None  # progress lines during long scoring (scoring/progress.py)
 
     def loaded_model(self) -> LoadedModel:
@@ -63,12 +70,17 @@ class BenchRunner:
                 raise
         return self._loaded
 
-    def scorer(self) -> CausalLMScorer | MaskedLMScorer:
-        if self._scorer is None:
-            loaded = self.loaded_model()
-            build = self._masked_scorer if loaded.model_type == "masked" else self._causal_scorer
-            self._scorer = build(loaded)
-        return self._scorer
+    def backend(self) -> Backend:
+        """Built on first use, from the options: servers when --server-url is given, else the local model."""
+        if self._backend_error is not None:
+            raise self._backend_error
+        if self._backend is None:
+            try:
+                self._backend = self._server_backend() if self.options.server_urls else self._local_backend()
+            except ModelbenchError as exc:
+                self._backend_error = exc
+                raise
+        return self._backend
 
     def evaluate(self, config: TaskConfig) -> TaskEvaluation:
         with loading_output(self.options.third_party_output):
@@ -76,20 +88,45 @@ class BenchRunner:
                 config, data_dir=self.options.data_dir, num_fewshot=self.options.num_fewshot, limit=self.options.limit
             )
         # Bound to the task: progress counts its documents; a masked LM scores whole documents (CrowS shared tokens).
-        evaluation = evaluate_task(prepared, self.scorer().for_task(prepared))
+        evaluation = evaluate_task(prepared, self.backend())
         self.evaluations[config.task] = evaluation
         return evaluation
 
-    def _causal_scorer(self, loaded: LoadedModel) -> CausalLMScorer:
+    def _local_backend(self) -> Backend:
+        loaded = self.loaded_model()
+        if loaded.model_type == "masked":
+            return self._masked_scorer(loaded)
         from pytest_modelbench.scoring.causal import CausalLMScorer
 
         return CausalLMScorer(
             loaded.model, loaded.tokenizer, batch_size=self.options.batch_size,
             fast=self.options.shared_prefixes, cache=self._score_cache(),
-            fingerprint=loaded.fingerprint, progress=self.progress_sink, **loaded.scorer_kwargs,
+            fingerprint=loaded.fingerprint, progress=self.progress_sink, name=loaded.name, **loaded.scorer_kwargs,
         )
 
-    def _masked_scorer(self, loaded: LoadedModel) -> MaskedLMScorer:
+    def _server_backend(self) -> Backend:
+        from pytest_modelbench.scoring.server.scorer import connect
+
+        options = self.options
+        if not options.model:
+            raise ModelLoadError("--server-url needs --model: the served checkpoint's tokenizer (hub id or folder)")
+        if options.model_type == "masked":
+            raise ModelLoadError("--model-type masked cannot be scored on a server: servers score causal LMs")
+        with loading_output(options.third_party_output):
+            source = resolve_model_source(options.model, options.model_args)
+            local_only = sorted(set(source.load_kwargs) - {"revision"})
+            if local_only:
+                raise ModelLoadError(f"--model-args {local_only[0]} applies to a model loaded here, not to one on a "
+                                     "server (--server-url)")
+            tokenizer = load_tokenizer(source)
+        return connect(
+            options.server_urls, tokenizer=tokenizer, name=source.name, served_model=options.server_model,
+            concurrency=options.server_concurrency, timeout_s=options.server_timeout, retries=options.server_retries,
+            batch_size=options.batch_size, cache=self._score_cache(), progress=self.progress_sink,
+            scorer_kwargs=source.scorer_kwargs,
+        )
+
+    def _masked_scorer(self, loaded: LoadedModel) -> Backend:
         from pytest_modelbench.scoring.masked import MaskedLMScorer
 
         unsupported = sorted(set(loaded.scorer_kwargs) - {"max_length"})
@@ -99,7 +136,7 @@ class BenchRunner:
             )
         return MaskedLMScorer(
             loaded.model, loaded.tokenizer, batch_size=self.options.batch_size,
-            cache=self._score_cache(), fingerprint=loaded.fingerprint, progress=self.progress_sink,
+            cache=self._score_cache(), fingerprint=loaded.fingerprint, progress=self.progress_sink, name=loaded.name,
             **loaded.scorer_kwargs,
         )
 

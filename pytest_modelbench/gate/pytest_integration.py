@@ -150,7 +150,7 @@ def _package_versions() -> dict[str, str]:
     return versions
 
 
-def scoring_protocol(evaluation: Any, loaded: Any) -> str:
+def scoring_protocol(evaluation: Any, backend: Any) -> str:
     """How the numbers were produced; a baseline scored under another protocol is not comparable.
 
     An explicit `scoring_protocol` carried by the evaluation wins; otherwise the model type (causal
@@ -160,20 +160,13 @@ def scoring_protocol(evaluation: Any, loaded: Any) -> str:
     explicit = getattr(evaluation, "scoring_protocol", None) or getattr(evaluation.prepared, "scoring_protocol", None)
     if explicit:
         return str(explicit)
-    if getattr(loaded, "model_type", "causal") == "masked":
+    if getattr(backend, "model_type", "causal") == "masked":
         masked = getattr(evaluation.prepared.config, "masked_protocol", None) or "pll"
         base = f"{MASKED_PROTOCOL} ({masked})"
     else:
         base = CAUSAL_PROTOCOL
-    knobs = "".join(f"; {k}={v}" for k, v in sorted((getattr(loaded, "scorer_kwargs", None) or {}).items()))
+    knobs = "".join(f"; {k}={v}" for k, v in sorted((getattr(backend, "scorer_kwargs", None) or {}).items()))
     return base + knobs
-
-
-def _weights_dtype(model: Any) -> str:
-    try:
-        return str(next(model.parameters()).dtype).removeprefix("torch.")
-    except Exception:  # not a torch module, or no parameters: fall back to the requested dtype
-        return ""
 
 
 class GateSession:
@@ -282,24 +275,22 @@ class GateSession:
         return None if yaml_value is None else float(yaml_value)
 
     def provenance(self, evaluation: Any, runner: Any) -> Provenance:
-        from pytest_modelbench.scoring.placement import placement_description
-
-        loaded = runner.loaded_model()
+        backend = runner.backend().describe()
         options = runner.options
         prepared = evaluation.prepared
-        dtype = _weights_dtype(loaded.model)
+        dtype = backend.dtype
         requested = str(options.dtype)
         return Provenance(
-            model=str(getattr(loaded, "name", options.model)),
-            model_fingerprint=str(loaded.fingerprint),
+            model=str(backend.name or options.model),
+            model_fingerprint=str(backend.fingerprint),
             task_config_hash=prepared.config.config_hash,
             data_fingerprint=prepared.data_fingerprint,
             limit=prepared.limit,
             num_fewshot=int(prepared.num_fewshot),
-            scoring_protocol=scoring_protocol(evaluation, loaded),
+            scoring_protocol=scoring_protocol(evaluation, backend),
             dtype=(dtype or requested) if requested in ("auto", dtype) or not dtype else f"{requested} ({dtype})",
             batch_size=options.batch_size,
-            device=placement_description(loaded.model),
+            device=backend.device,
             packages=_package_versions(),
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )

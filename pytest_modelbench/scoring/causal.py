@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 
 from pytest_modelbench.errors import RequestError
-from pytest_modelbench.scoring.placement import compute_devices, input_device, placement_label
+from pytest_modelbench.scoring.backend import BackendInfo, requests_per_document, task_requests
+from pytest_modelbench.scoring.placement import compute_devices, input_device, placement_description, placement_label
 
 DEFAULT_MAX_LENGTH = 2048
 MAX_AUTO_BATCH = 64
@@ -99,12 +100,17 @@ class CausalLMScorer:
     `fast=False` (default) is the reference path (lm-eval's procedure); `fast=True` shares token prefixes (see the
     module docstring). `cache` (a ScoreCache) with `fingerprint` (the model's,
     LoadedModel.fingerprint) reuses scores from earlier runs; `progress` (a line sink) reports long scoring.
+    A backend (scoring/backend.py); `name` is what --model called the model.
     """
 
     def __init__(self, model, tokenizer, *, batch_size: int | str = 1,
                  prefix_token_id: int | None = None, add_bos_token: bool | None = None, max_length: int | None = None,
                  fast: bool = False, cache=None, fingerprint: str | None = None,
-                 progress: Callable[[str], None] | None = None):
+                 progress: Callable[[str], None] | None = None, name: str = ""):
+        self.name = name
+        self.explicit_settings = {key: value for key, value in (
+            ("prefix_token_id", prefix_token_id), ("add_bos_token", add_bos_token), ("max_length", max_length),
+        ) if value is not None}
         self.model = model.eval()
         self.device = input_device(model)
         self.encoder = CausalTokenizer(tokenizer, prefix_token_id, add_bos_token)
@@ -119,9 +125,14 @@ class CausalLMScorer:
         self._fast_checked = False
         self._namespace: str | None = None
 
-    def for_task(self, prepared) -> "TaskBoundCausalScorer":
-        """The scorer for one prepared task: knows its documents, so progress counts documents."""
-        return TaskBoundCausalScorer(self, prepared)
+    def describe(self) -> BackendInfo:
+        return BackendInfo(self.name, self.fingerprint or "", "causal", weights_dtype(self.model),
+                           placement_description(self.model), dict(self.explicit_settings))
+
+    def score_task(self, prepared) -> list[float]:
+        """Progress counts the task's documents."""
+        return self.loglikelihood(task_requests(prepared), documents=requests_per_document(prepared),
+                                  label=prepared.config.task)
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,
                       label: str = "scoring") -> list[float]:
@@ -273,18 +284,6 @@ class CausalLMScorer:
         return self._namespace
 
 
-class TaskBoundCausalScorer:
-    """The evaluation's Scorer for one prepared task (documents known: progress counts documents)."""
-
-    def __init__(self, scorer: CausalLMScorer, prepared):
-        self.scorer = scorer
-        self.documents = [len(doc.continuations) for doc in prepared.documents]
-        self.label = prepared.config.task
-
-    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
-        return self.scorer.loglikelihood(requests, documents=self.documents, label=self.label)
-
-
 def auto_batch_size(model, sequence_length: int) -> int:
     """Largest batch (≤ 64) whose logits and activations fit in a quarter of the free memory of the device with the
     least of it among those the model runs on (every one holds a batch's activations)."""
@@ -308,3 +307,8 @@ def _free_memory_bytes(device: torch.device) -> int:
     except OSError:
         pass
     return 4 * 1024**3
+
+
+def weights_dtype(model) -> str:
+    """'float32', 'bfloat16', ...: the dtype of the model's first parameter."""
+    return str(next(model.parameters()).dtype).removeprefix("torch.")

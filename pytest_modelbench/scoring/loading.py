@@ -111,11 +111,7 @@ def load_model(source: ModelSource, *, dtype: str = "auto", device: str = "cpu",
     if dtype not in DTYPES:
         raise ModelLoadError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     auto_class = transformers.AutoModelForMaskedLM if masked else transformers.AutoModelForCausalLM
-    common: dict[str, Any] = {}
-    if source.gguf_file:
-        common["gguf_file"] = source.gguf_file
-    if "revision" in source.load_kwargs:
-        common["revision"] = source.load_kwargs["revision"]
+    common = _file_kwargs(source)
     torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(source.location, **common)
@@ -123,8 +119,7 @@ def load_model(source: ModelSource, *, dtype: str = "auto", device: str = "cpu",
         if "device_map" not in source.load_kwargs:  # else accelerate has placed the layers
             model.to(device)
     except Exception as exc:  # transformers raises OSError, ValueError, HTTP errors... all mean "cannot load"
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot load model '{source.name}' from {source.location}: {first_line}") from None
+        raise _load_error(source, exc) from None
     model.eval()
     try:
         fingerprint = weights_fingerprint(source, model)
@@ -137,6 +132,31 @@ def load_model(source: ModelSource, *, dtype: str = "auto", device: str = "cpu",
         source.name, model, tokenizer, fingerprint, source.scorer_kwargs,
         "masked" if masked else "causal",
     )
+
+
+def load_tokenizer(source: ModelSource):
+    """The tokenizer alone: a model scored on a server is tokenized here (scoring/server/scorer.py)."""
+    import transformers
+
+    try:
+        return transformers.AutoTokenizer.from_pretrained(source.location, **_file_kwargs(source))
+    except Exception as exc:  # as for load_model
+        raise _load_error(source, exc) from None
+
+
+def _file_kwargs(source: ModelSource) -> dict[str, Any]:
+    """What from_pretrained needs to find the files: the GGUF file inside the folder, the hub revision."""
+    kwargs: dict[str, Any] = {}
+    if source.gguf_file:
+        kwargs["gguf_file"] = source.gguf_file
+    if "revision" in source.load_kwargs:
+        kwargs["revision"] = source.load_kwargs["revision"]
+    return kwargs
+
+
+def _load_error(source: ModelSource, exc: Exception) -> ModelLoadError:
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return ModelLoadError(f"cannot load model '{source.name}' from {source.location}: {first_line}")
 
 
 # --- model type (--model-type auto) ---------------------------------------------------------------------------------
@@ -152,8 +172,7 @@ def detect_model_type(source: ModelSource) -> str:
     try:
         config = transformers.AutoConfig.from_pretrained(source.location, **kwargs)
     except Exception as exc:  # same failure modes as loading the model itself
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot load model '{source.name}' from {source.location}: {first_line}") from None
+        raise _load_error(source, exc) from None
     return model_type_of_config(config)
 
 

@@ -29,7 +29,9 @@ import torch
 import torch.nn.functional as F
 
 from pytest_modelbench.errors import DocumentError, ModelLoadError
-from pytest_modelbench.scoring.placement import input_device, placement_label
+from pytest_modelbench.scoring.backend import BackendInfo
+from pytest_modelbench.scoring.causal import weights_dtype
+from pytest_modelbench.scoring.placement import input_device, placement_description, placement_label
 
 PROTOCOLS = ("pll", "pll_shared")
 DEFAULT_MAX_LENGTH = 512
@@ -63,12 +65,14 @@ class MaskedLMScorer:
 
     def __init__(self, model, tokenizer, *, max_length: int | None = None,
                  batch_size: int | str = 1, cache=None, fingerprint: str | None = None,
-                 progress: Callable[[str], None] | None = None):
+                 progress: Callable[[str], None] | None = None, name: str = ""):
         if tokenizer.mask_token_id is None:
             raise ModelLoadError(
                 f"tokenizer {type(tokenizer).__name__} has no mask token, so the model cannot be scored as a masked LM "
                 "(use --model-type causal)"
             )
+        self.name = name
+        self.explicit_settings = {"max_length": max_length} if max_length is not None else {}
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.device = input_device(model)
@@ -222,8 +226,34 @@ class MaskedLMScorer:
             )
         return self._namespaces[protocol]
 
-    def for_task(self, prepared) -> "TaskBoundMaskedScorer":
-        return TaskBoundMaskedScorer(self, prepared)
+    # --- the backend protocol (scoring/backend.py) ------------------------------------------------------------------
+
+    def describe(self) -> BackendInfo:
+        return BackendInfo(self.name, self.fingerprint or "", "masked", weights_dtype(self.model),
+                           placement_description(self.model), dict(self.explicit_settings))
+
+    def score_task(self, prepared) -> list[float]:
+        """Whole documents: under pll_shared a choice's score depends on the other sentence of its pair."""
+        config = prepared.config
+        per_document = self.score_documents(
+            prepared.documents, config.masked_protocol, where=f"{config.source}: task '{config.task}', ",
+            label=config.task,
+        )
+        return [value for values in per_document for value in values]
+
+    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
+        """Loose requests, each scored on its own (the pll protocol)."""
+        documents = [_LooseRequest(context, (continuation,), i) for i, (context, continuation) in enumerate(requests)]
+        return [values[0] for values in self.score_documents(documents, "pll", label="requests")]
+
+
+@dataclass(frozen=True)
+class _LooseRequest:
+    """A request outside any task, shaped as a one-choice document."""
+
+    context: str
+    continuations: tuple[str, ...]
+    doc_id: int
 
 
 def shared_positions(first: MaskedInput, second: MaskedInput) -> tuple[list[int], list[int]]:
@@ -246,22 +276,3 @@ def _cache_continuation(doc, choice: int, protocol: str) -> str:
     if protocol == "pll_shared":
         return json.dumps([list(doc.continuations), choice], ensure_ascii=False)
     return doc.continuations[choice]
-
-
-class TaskBoundMaskedScorer:
-    """The evaluation's Scorer for one prepared task: masked scoring needs whole documents, not loose requests."""
-
-    def __init__(self, scorer: MaskedLMScorer, prepared):
-        self.scorer = scorer
-        self.prepared = prepared
-
-    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
-        documents = self.prepared.documents
-        expected = [(doc.context, cont) for doc in documents for cont in doc.continuations]
-        if list(requests) != expected:
-            raise ValueError("a masked-LM scorer bound to a task scores that task's documents, in order")
-        config = self.prepared.config
-        per_document = self.scorer.score_documents(
-            documents, config.masked_protocol, where=f"{config.source}: task '{config.task}', ", label=config.task
-        )
-        return [value for values in per_document for value in values]

@@ -87,7 +87,7 @@ def test_crows_pairs_masked_on_a_tiny_bert(tmp_path, data_mirror):
     runner = BenchRunner(RunOptions(model=str(model), dtype="float32", data_dir=data_mirror, limit=15))
     evaluation = runner.evaluate(load_task_config(CROWS_EN))
     assert runner.loaded_model().model_type == "masked"
-    scorer = runner.scorer()
+    scorer = runner.backend()
     for doc, lls in zip(evaluation.prepared.documents, evaluation.loglikelihoods):
         assert lls == scorer.pll_shared("", [doc.doc["sent_more"], doc.doc["sent_less"]])
     assert evaluation.scores.overall["pct_stereotype"].n == 15

@@ -72,7 +72,7 @@ class FixedScorer:
     def __init__(self, values):
         self.values = values
 
-    def loglikelihood(self, requests):
+    def score_task(self, prepared):
         return list(self.values)
 
 
@@ -197,7 +197,7 @@ def test_empty_continuation_names_document_and_choice(tiny_loaded):
     task = prepared(("Q0", (" a", " b")), ("Q1", (" c", "")))
     with pytest.raises(DocumentError, match=r"toy\.yaml: task 'toy', document 1, choice 1 \(''\): "
                                             r"the continuation is empty after tokenization"):
-        evaluate_task(task, scorer.for_task(task))
+        evaluate_task(task, scorer)
 
 
 def test_over_long_continuation_names_document_and_choice(tiny_loaded):
@@ -207,7 +207,7 @@ def test_over_long_continuation_names_document_and_choice(tiny_loaded):
     task = prepared(("Q0", (" a", " the quick brown fox jumps over the lazy dog near the river")))
     with pytest.raises(DocumentError, match=r"document 0, choice 1 \(' the quick.*'\): the continuation has \d+ "
                                             r"tokens, more than the model's maximum length 8"):
-        evaluate_task(task, scorer.for_task(task))
+        evaluate_task(task, scorer)
 
 
 # --- model folders and the score cache ------------------------------------------------------------------------------

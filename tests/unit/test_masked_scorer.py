@@ -224,7 +224,7 @@ def test_the_runner_gives_masked_lms_the_batch_size_cache_and_progress(tmp_path,
     monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(tmp_path / "cache"))
     bert_path = build_tiny_bert(tmp_path / "bert")
     runner = BenchRunner(RunOptions(model=str(bert_path), batch_size=4, cache=True), progress_sink=print)
-    scorer = runner.scorer()
+    scorer = runner.backend()
     assert isinstance(scorer, MaskedLMScorer)
     assert (scorer.batch_size, scorer.progress, scorer.fingerprint) == (4, print, runner.loaded_model().fingerprint)
     assert scorer.cache.path == tmp_path / "cache" / "scores.sqlite"

@@ -1,0 +1,40 @@
+"""The one seam between an evaluation and whatever produces its log-likelihoods.
+
+A backend scores a prepared task (`score_task`: one value per (document, choice), documents in order) and loose
+(context, continuation) requests (`loglikelihood`), and says what it is (`describe`): the baseline provenance and the
+score cache identify the weights from that. The runner (runner.py) picks the backend from the options; the local
+causal and masked scorers (sharded or not) and the server scorer implement it. No backend knows about the gate or
+pytest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    name: str  # what --model named
+    fingerprint: str  # identifies the weights: their files, a hub commit, or a server's probed identity
+    model_type: str  # "causal" or "masked": which scoring protocol
+    dtype: str  # the weights' dtype as run, "" when the backend cannot tell
+    device: str  # where it ran: a device, a device map's devices, or the servers
+    scorer_kwargs: dict[str, Any] = field(default_factory=dict)  # --model-args the scorer itself consumes
+
+
+class Backend(Protocol):
+    def score_task(self, prepared) -> list[float]: ...
+
+    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]: ...
+
+    def describe(self) -> BackendInfo: ...
+
+
+def task_requests(prepared) -> list[tuple[str, str]]:
+    """A prepared task's requests in the order `score_task` returns their values."""
+    return [(doc.context, continuation) for doc in prepared.documents for continuation in doc.continuations]
+
+
+def requests_per_document(prepared) -> list[int]:
+    return [len(doc.continuations) for doc in prepared.documents]

@@ -1,0 +1,182 @@
+"""One OpenAI-compatible server: `GET /v1/models` and prompt log-probabilities from `POST /v1/completions`.
+
+Prompts go as token ids with `echo: true, logprobs: 0, max_tokens: 1`, several per request; vLLM's
+`return_tokens_as_token_ids` makes it echo ids, which are checked against those sent. Every response is checked
+before a value is used: one choice per prompt, one log-probability per prompt token after the first, finite numbers.
+A server that gives log-probabilities for generated tokens only (llama.cpp's server, for one) is refused: summing
+what it returns would score every choice alike.
+
+Connection errors, timeouts, 429 and 5xx are transient (`ServerUnavailable`: the pool retries, here or on another
+server); anything else the server says is final (`ServerError` naming the server).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import os
+import random
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, TypeVar
+
+from pytest_modelbench.errors import ServerError
+
+API_KEY_ENV = "OPENAI_API_KEY"
+TOKEN_ID_PREFIX = "token_id:"
+BACKOFF_S = 0.5
+MAX_BACKOFF_S = 8.0
+T = TypeVar("T")
+
+
+class ServerUnavailable(ServerError):
+    """A failure worth retrying: the server may answer later, or another server may take the work."""
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What `/v1/models` reports about the model a server serves."""
+
+    id: str
+    root: str | None
+    max_model_len: int | None
+    owned_by: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "root": self.root, "max_model_len": self.max_model_len, "owned_by": self.owned_by}
+
+
+class CompletionsServer:
+    def __init__(self, url: str, timeout_s: float):
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def __str__(self) -> str:
+        return self.url
+
+    def served_models(self) -> list[ServedModel]:
+        body = self._call("GET", "/models", None)
+        entries = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str)
+                                                    for e in entries):
+            raise ServerError(f"server {self.url}: /models did not return a list of models")
+        return [ServedModel(e["id"], _optional(e.get("root"), str), _optional(e.get("max_model_len"), int),
+                            _optional(e.get("owned_by"), str)) for e in entries]
+
+    def prompt_logprobs(self, model: str, prompts: Sequence[Sequence[int]]) -> list[list[float]]:
+        """For each prompt, log P(token i | tokens before it) for i = 1 .. len(prompt) - 1."""
+        payload = {"model": model, "prompt": [list(p) for p in prompts], "echo": True, "logprobs": 0,
+                   "max_tokens": 1, "temperature": 0, "return_tokens_as_token_ids": True}
+        body = self._call("POST", "/completions", payload)
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not isinstance(choices, list) or len(choices) != len(prompts):
+            count = len(choices) if isinstance(choices, list) else "no"
+            raise ServerError(f"server {self.url}: {count} completions for {len(prompts)} prompts")
+        by_index = {c.get("index", i) if isinstance(c, dict) else i: c for i, c in enumerate(choices)}
+        if sorted(by_index) != list(range(len(prompts))):
+            raise ServerError(f"server {self.url}: completion indices {sorted(by_index)} do not match the prompts")
+        return [self._checked(by_index[i], prompts[i]) for i in range(len(prompts))]
+
+    # --- checks -----------------------------------------------------------------------------------------------------
+
+    def _checked(self, choice: Any, prompt: Sequence[int]) -> list[float]:
+        logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+        values = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else None
+        if not isinstance(values, list):
+            raise ServerError(f"server {self.url}: a completion came back without log-probabilities")
+        if len(values) < len(prompt):
+            if len(values) <= 1:
+                raise ServerError(
+                    f"server {self.url} returned log-probabilities for the generated token only, none for the prompt: "
+                    "it does not support echo with logprobs (a known llama.cpp server limitation), so it cannot score "
+                    "log-likelihoods; serve the model with vLLM or another server that echoes prompt log-probabilities"
+                )
+            raise ServerError(
+                f"server {self.url}: {len(values)} log-probabilities for a prompt of {len(prompt)} tokens (truncated)"
+            )
+        tokens = logprobs.get("tokens")
+        if isinstance(tokens, list) and tokens and all(isinstance(t, str) for t in tokens):
+            echoed = [_token_id(t) for t in tokens[: len(prompt)]]
+            if all(t is not None for t in echoed) and echoed != list(prompt):
+                at = next(i for i, (a, b) in enumerate(zip(echoed, prompt)) if a != b)
+                raise ServerError(
+                    f"server {self.url} echoed token {echoed[at]} at position {at} where {prompt[at]} was sent: it "
+                    "did not score the tokens sent"
+                )
+        scored = values[1: len(prompt)]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in scored):
+            bad = next(v for v in scored if not (isinstance(v, (int, float)) and math.isfinite(v)))
+            raise ServerError(f"server {self.url}: a prompt log-probability is {bad!r}, not a finite number")
+        return [float(v) for v in scored]
+
+    # --- HTTP -------------------------------------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, payload: dict[str, Any] | None) -> Any:
+        headers = {"Content-Type": "application/json"}
+        if os.environ.get(API_KEY_ENV):
+            headers["Authorization"] = f"Bearer {os.environ[API_KEY_ENV]}"
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = _error_detail(exc)
+            if exc.code == 429 or exc.code >= 500:
+                raise ServerUnavailable(f"server {self.url}: HTTP {exc.code}{detail}") from None
+            raise ServerError(f"server {self.url}: HTTP {exc.code} for {path}{detail}") from None
+        except (http.client.HTTPException, OSError) as exc:  # refused, reset, dropped mid-answer, timed out
+            reason = getattr(exc, "reason", None) or exc
+            if isinstance(reason, (socket.timeout, TimeoutError)):
+                reason = f"no answer within {self.timeout_s:g} s"
+            raise ServerUnavailable(f"server {self.url}: {reason or type(exc).__name__}") from None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ServerError(f"server {self.url}: {path} answered with something that is not JSON") from None
+
+
+def backoff_s(failures: int) -> float:
+    """Wait after the n-th failure in a row: 0.5 s, 1 s, 2 s, ... at most 8 s, with ±20% jitter."""
+    return min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (failures - 1)) * random.uniform(0.8, 1.2)
+
+
+def call_with_retries(call: Callable[[], T], retries: int) -> T:
+    """One call to one server, retried on transient failures; still failing after `retries` retries: ServerError."""
+    failures = 0
+    while True:
+        try:
+            return call()
+        except ServerUnavailable as exc:
+            failures += 1
+            if failures > retries:
+                raise ServerError(f"{exc} (after {failures} tries)") from None
+            time.sleep(backoff_s(failures))
+
+
+def _token_id(token: str) -> int | None:
+    if token.startswith(TOKEN_ID_PREFIX) and token[len(TOKEN_ID_PREFIX):].isdigit():
+        return int(token[len(TOKEN_ID_PREFIX):])
+    return None
+
+
+def _optional(value: Any, kind: type) -> Any:
+    return value if isinstance(value, kind) and not isinstance(value, bool) else None
+
+
+def _error_detail(exc: urllib.error.HTTPError) -> str:
+    try:
+        text = exc.read().decode(errors="replace").strip()
+    except Exception:  # the body itself may be cut off
+        return ""
+    try:
+        body = json.loads(text)
+        message = body.get("error", {}).get("message") if isinstance(body.get("error"), dict) else body.get("message")
+        text = str(message or text)
+    except (ValueError, AttributeError):
+        pass
+    return f": {text.splitlines()[0][:300]}" if text else ""

@@ -1,0 +1,135 @@
+"""Requests spread over one or more servers with at most `concurrency` in flight.
+
+Work is a queue of batches (several prompts each). Each server gets a share of `concurrency` worker threads that
+take the next batch from the queue, so a slow server simply takes fewer. A transient failure (connection error,
+timeout, 429, 5xx) puts the batch back on the queue for any server and makes the worker wait (exponential backoff); a
+worker whose requests fail `retries + 1` times in a row stops, so a dead server's workers all stop and the live
+servers take the work. When no worker is left (or one batch failed `retries + 1` times per server) the call ends with
+an error naming the servers and what they said. Any other error ends the call at once. Results reach the caller's `on_done` on the calling thread, so the score
+cache is written from one thread; nothing from a failed or partial response is ever passed on.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from pytest_modelbench.errors import ServerError
+from pytest_modelbench.scoring.server.client import CompletionsServer, ServerUnavailable, backoff_s
+
+
+@dataclass
+class _Batch:
+    index: int
+    prompts: Sequence[Sequence[int]]
+    failures: int = 0
+
+
+class ServerPool:
+    def __init__(self, servers: Sequence[CompletionsServer], model: str, *, concurrency: int, retries: int):
+        if not servers:
+            raise ValueError("a server pool needs at least one server")
+        self.servers = list(servers)
+        self.model = model
+        self.concurrency = max(concurrency, len(self.servers))
+        self.retries = retries
+
+    def describe(self) -> str:
+        return ", ".join(str(s) for s in self.servers)
+
+    def run(self, batches: Sequence[Sequence[Sequence[int]]],
+            on_done: Callable[[int, list[list[float]]], None]) -> None:
+        """Prompt log-probabilities of every batch; `on_done(batch index, values)` as each batch completes."""
+        if not batches:
+            return
+        work: queue.Queue[_Batch | None] = queue.Queue()
+        for i, prompts in enumerate(batches):
+            work.put(_Batch(i, prompts))
+        results: queue.Queue[tuple[str, object, object]] = queue.Queue()
+        stop = threading.Event()
+        assignment = [k % len(self.servers) for k in range(self.concurrency)]
+        state = _PoolState([assignment.count(i) for i in range(len(self.servers))])
+        threads = [
+            threading.Thread(target=self._worker, args=(s, work, results, stop, state), daemon=True,
+                             name=f"modelbench-server-{self.servers[s]}-{k}")
+            for k, s in enumerate(assignment)
+        ]
+        for thread in threads:
+            thread.start()
+        remaining = len(batches)
+        try:
+            while remaining:
+                try:
+                    kind, first, second = results.get(timeout=0.2)
+                except queue.Empty:
+                    if state.all_down():
+                        raise ServerError(self._all_down_message(state)) from None
+                    continue
+                if kind == "error":
+                    raise first  # type: ignore[misc]
+                on_done(first, second)  # type: ignore[arg-type]
+                remaining -= 1
+        finally:
+            stop.set()
+
+    def _worker(self, server_index: int, work: queue.Queue, results: queue.Queue, stop: threading.Event,
+                state: "_PoolState") -> None:
+        server = self.servers[server_index]
+        failures = 0  # this worker's transient failures in a row
+        try:
+            while not stop.is_set():
+                try:
+                    batch = work.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                try:
+                    values = server.prompt_logprobs(self.model, batch.prompts)
+                except ServerUnavailable as exc:
+                    failures += 1
+                    batch.failures += 1
+                    state.last_error[server_index] = str(exc)
+                    work.put(batch)
+                    if batch.failures > (self.retries + 1) * len(self.servers):  # fails everywhere: not a dead server
+                        results.put(("error", ServerError(
+                            f"no scoring server could answer: {exc} (one request failed {batch.failures} times on "
+                            f"{self.describe()})"), None))
+                        return
+                    if failures > self.retries:
+                        return
+                    stop.wait(backoff_s(failures))
+                    continue
+                except ServerError as exc:
+                    results.put(("error", exc, None))
+                    return
+                except Exception as exc:  # a bug or an unexpected response shape: end the call, never hang it
+                    results.put(("error", ServerError(f"server {server}: unexpected {type(exc).__name__}: {exc}"),
+                                 None))
+                    return
+                failures = 0
+                results.put(("done", batch.index, values))
+        finally:
+            state.worker_ended(server_index)
+
+    def _all_down_message(self, state: "_PoolState") -> str:
+        said = "; ".join(state.last_error[i] or str(s) for i, s in enumerate(self.servers))
+        return f"no scoring server could answer: {said} ({self.retries + 1} tries in a row each)"
+
+
+class _PoolState:
+    """Live workers per server (a worker ends after `retries + 1` transient failures in a row), and what each server
+    last said."""
+
+    def __init__(self, workers_per_server: list[int]):
+        self._lock = threading.Lock()
+        self._live = list(workers_per_server)
+        self.last_error: list[str | None] = [None] * len(workers_per_server)
+
+    def worker_ended(self, i: int) -> None:
+        with self._lock:
+            self._live[i] -= 1
+
+    def all_down(self) -> bool:
+        with self._lock:
+            return not any(self._live)
