@@ -1,0 +1,101 @@
+"""pytest runs scored on a server (`--server-url`, tests/fixtures/openai_server.py over the tiny model): the same
+numbers and baseline as a local run; a server killed mid-run fails the item with a named error and writes no
+baseline, and the re-run after a restart completes, reusing the scores cached before the kill."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from pytest_modelbench.scoring.server.identity import PROBE_TEXTS
+from tests.fixtures.gate_tasks import pool_documents, write_task
+from tests.fixtures.server_process import start_server
+from tests.plugin.test_faults import cache_rows, start_pytest, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+REQUESTS = 800  # the killed run's task: 400 two-choice documents
+
+
+def loglikelihoods(pytester, tiny_model, data_mirror, out: Path, *args) -> list[float]:
+    result = pytester.runpytest(
+        f"--model={tiny_model}", f"--data-dir={data_mirror}", "--limit=6", "--no-cache", "arc_mt", "-k", "fi",
+        f"--results-json={out}", "--log-samples", "--snapshot-update", *args,
+    )
+    result.assert_outcomes(passed=1)
+    samples = json.loads(out.read_text())["samples"]["arc_challenge_mt_fi"]
+    return [value for sample in samples for value in sample["loglikelihoods"]]
+
+
+def test_a_server_run_scores_as_the_local_run(pytester, tiny_model, data_mirror):
+    shutil.copytree(REPO / "suites" / "arc_mt", pytester.path / "arc_mt")
+    local = loglikelihoods(pytester, tiny_model, data_mirror, pytester.path / "local.json")
+    # the tiny model's window is 256 tokens, cut as lm-eval cuts it: a server keeping 257 prompt tokens scores the same
+    server = start_server(tiny_model, "org/ckpt", max_model_len=258)
+    try:
+        remote = loglikelihoods(pytester, tiny_model, data_mirror, pytester.path / "server.json",
+                                f"--server-url={server.url}", "--batch-size=4", "--baseline-name=served")
+    finally:
+        server.kill()
+    assert len(remote) == len(local) == 24
+    assert remote == pytest.approx(local, rel=1e-6, abs=1e-5)
+    baseline = json.loads(next((pytester.path / "baselines" / "served").rglob("arc_challenge_mt_fi.json")).read_text())
+    provenance = baseline["provenance"]
+    assert provenance["model_fingerprint"].startswith("server:org/ckpt@probe:")
+    assert provenance["device"].startswith(f"server {server.url} (serving org/ckpt")
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--server-url", "node:8000", "--server-url must be an http(s) URL"),
+    ("--server-concurrency", "0", "--server-concurrency must be a positive integer"),
+    ("--server-timeout", "-1", "--server-timeout must be a positive number of seconds"),
+    ("--server-retries", "-1", "--server-retries must be an integer >= 0"),
+])
+def test_bad_server_options_are_usage_errors(pytester, option, value, message):
+    result = pytester.runpytest(f"{option}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_a_killed_server_fails_the_item_writes_no_baseline_and_the_rerun_reuses_the_cache(
+        pytester, tiny_model, monkeypatch):
+    documents = pool_documents(REQUESTS // 2, seed=3)
+    assert len({(d["text"], option) for d in documents for option in d["options"]}) == REQUESTS  # no repeats
+    write_task(pytester.path / "suites" / "probe", "served_probe", documents)
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
+    monkeypatch.setenv("MODELBENCH_PROGRESS_INTERVAL", "0")
+    server = start_server(tiny_model, "org/ckpt", fault="slow")  # so that the kill comes before the task's end
+    port = server.port
+    args = (f"--server-url={server.url}", "--server-retries=1", "--server-concurrency=1", "--snapshot-update")
+    process = start_pytest(pytester.path, tiny_model, *args)
+    try:
+        # the cache is flushed every few seconds: kill once some scores are in it and the task is not done
+        wait_for(lambda: (pytester.path / "cache" / "scores.sqlite").exists() and cache_rows(pytester.path) > 0,
+                 process)
+        server.kill()
+        output = process.communicate(timeout=120)[0]
+    finally:
+        server.kill()
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+    assert process.returncode == pytest.ExitCode.TESTS_FAILED, output
+    assert f"no scoring server could answer: server {server.url}" in output
+    assert "Traceback" not in output
+    assert not (pytester.path / "baselines").exists() or not any((pytester.path / "baselines").rglob("*.json"))
+    cached = cache_rows(pytester.path)
+    assert 0 < cached < REQUESTS
+
+    restarted = start_server(tiny_model, "org/ckpt", port=port)
+    try:
+        rerun = start_pytest(pytester.path, tiny_model, *args)
+        rerun_output = rerun.communicate(timeout=600)[0]
+        scored_after_restart = restarted.stats()["prompts"]
+    finally:
+        restarted.kill()
+    assert rerun.returncode == 0, rerun_output
+    assert any((pytester.path / "baselines").rglob("served_probe.json"))
+    assert scored_after_restart == REQUESTS - cached + len(PROBE_TEXTS)  # only what the cache did not have
