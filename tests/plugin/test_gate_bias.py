@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 import xml.etree.ElementTree as ET
+
 import pytest
 
 from tests.fixtures.bias_probe import CROWS, STEREOSET
+from tests.fixtures.shipped_suites import copy_suite
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
-    REPO,
     _one_torch_thread,
     bad_model,
     bias_probe_mirror,
@@ -21,7 +21,7 @@ STEREOSET_FILE = f"{STEREOSET[1]}/{STEREOSET[2]}.jsonl"
 
 
 def test_bias_tasks_record_pass_and_gate_a_worse_model(pytester, tiny_model, bad_model, bias_probe_mirror):
-    shutil.copytree(REPO / "suites" / "bias", pytester.path / "suites" / "bias")
+    copy_suite("bias", pytester.path / "suites" / "bias")
     pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
     common = ("-p", "no:cacheprovider", f"--data-dir={bias_probe_mirror}", "-k",
               "crows_pairs_english or stereoset_intrasentence")

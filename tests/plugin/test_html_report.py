@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from html import unescape
 
 import pytest
 
 from tests.fixtures.headless_browser import INSTALL_HINT, chromium, png_pixels, render
+from tests.fixtures.shipped_suites import copy_suite
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
-    REPO,
     _one_torch_thread,
     bad_model,
     bias_probe_mirror,
@@ -22,7 +21,7 @@ TASKS = {"crows_pairs_english": 2, "stereoset_intrasentence": 3}  # task -> its 
 
 def test_regressed_bias_run_html_report_renders_its_charts_in_chromium(pytester, tiny_model, bad_model,
                                                                        bias_probe_mirror, tmp_path):
-    shutil.copytree(REPO / "suites" / "bias", pytester.path / "suites" / "bias")
+    copy_suite("bias", pytester.path / "suites" / "bias")
     pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
     common = ("-p", "no:cacheprovider", f"--data-dir={bias_probe_mirror}", "-k", " or ".join(TASKS))
     pytester.runpytest(f"--model={tiny_model}", *common, "--snapshot-update").assert_outcomes(passed=2, deselected=2)

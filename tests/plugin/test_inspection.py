@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 
 from tests.fixtures.bangla_data import BANGLA_TASKS, write_bangla_fixtures
+from tests.fixtures.shipped_suites import copy_suite
 
-REPO = Path(__file__).resolve().parents[2]
 SHIPPED_SUITES = ("bias", "arc_mt", "bangla")
 
 ROWS = [{"q": "two plus two?", "options": ["3", "4"], "answer": 1}, {"q": "sky colour?", "options": ["blue", "red"], "answer": 0}]
@@ -28,7 +27,7 @@ def write_local_task(folder: Path, task: str, data_file: str = "rows.jsonl", **k
 
 def test_preview_of_every_shipped_suite_needs_no_model(pytester, data_mirror, shared_data):
     for suite in SHIPPED_SUITES:
-        shutil.copytree(REPO / "suites" / suite, pytester.path / "suites" / suite)
+        copy_suite(suite, pytester.path / "suites" / suite)
     pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
     # The model named does not exist, and no scorer may be imported: the preview never loads a model.
     pytester.makeconftest(
