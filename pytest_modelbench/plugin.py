@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelbench import cli_options, inspection
+from pytest_modelbench import cli_options, fixtures, inspection
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.metrics.registry import resolve_metrics
@@ -62,6 +62,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "modelbench: a task scored by pytest-modelbench")
+    config.pluginmanager.register(fixtures, "modelbench-fixtures")  # modelbench_model, for custom tests
     gate.configure(config)  # registers the gate's session hooks (results, unused baselines, --md-report)
     config.stash[RESULTS_PATH_KEY] = cli_options.output_path(
         "--results-json", config.getoption("--results-json"), Path(config.invocation_params.dir)

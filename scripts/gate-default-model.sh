@@ -5,6 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh .venv
-.venv/bin/python scripts/shared_data_mirror.py .modelbench-data >/dev/null
+data=()
+if [ -d ../shared/data ]; then
+  .venv/bin/python scripts/shared_data_mirror.py .modelbench-data >/dev/null
+  data=(--data-dir=.modelbench-data)
+else
+  # A clone without ../shared: the YAMLs' own hub datasets (downloaded once, then from the datasets cache).
+  echo "no ../shared/data beside this clone: loading the bias suite's datasets from the Hugging Face Hub" \
+    "(jannalu/crows_pairs_multilingual, McGill-NLP/stereoset)" >&2
+fi
 exec .venv/bin/python -m pytest -p no:cacheprovider --model=smollm2-135m --dtype=float32 \
-    --data-dir=.modelbench-data suites/bias "$@"
+    "${data[@]}" suites/bias "$@"

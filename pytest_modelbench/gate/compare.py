@@ -80,6 +80,7 @@ class Entry:
     p_value: float  # of "not worse than −margin", Holm-adjusted over the task (improved: "not better than +margin")
     raw_p_value: float  # of "not worse than −margin", unadjusted
     mde: float  # smallest regression caught with 80% power (positive, units of delta)
+    standard_error: float  # of delta (0 when there is no test)
     verdict: Verdict
     test: str  # "mcnemar" | "bootstrap" | "none"
     direction: str  # "higher" | "lower" | "ideal 0.5"
@@ -310,7 +311,7 @@ def compare(
             Entry(
                 metric=metric.name, category=category, n=n, baseline=base_value, candidate=cand_value,
                 delta=test.delta, margin=margin, p_value=judgement.p_value, raw_p_value=worse, mde=mde,
-                verdict=judgement.verdict, test=test.test,
+                standard_error=test.standard_error, verdict=judgement.verdict, test=test.test,
                 direction=f"ideal {metric.ideal:g}" if metric.direction == "ideal" else metric.direction,
             )
         )

@@ -22,6 +22,7 @@ missing baselines only.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import platform
 import re
@@ -42,6 +43,9 @@ from pytest_modelbench.gate.baseline import (
     read_text,
     record_from_evaluation,
 )
+from pytest_modelbench.gate.baseline_ref import BaselineRef
+from pytest_modelbench.gate.changed_documents import most_changed
+from pytest_modelbench.gate.html_report import html_page
 from pytest_modelbench.gate.report import (
     STATUS_CREATED,
     STATUS_INVALID,
@@ -104,6 +108,11 @@ def add_options(parser: pytest.Parser, group: Any) -> None:
                     help="session (default): alpha bounds the false blocks of the whole run, split across the "
                     "gated tasks; task: alpha per task (more power per task, more false blocks per run)")
     group.addoption("--md-report", default=None, metavar="PATH", help="write the gate results as markdown to PATH")
+    group.addoption("--html-report", default=None, metavar="PATH",
+                    help="write the gate results as one self-contained HTML page (charts, tables, changed documents)")
+    group.addoption("--baseline-ref", default=None, metavar="REF",
+                    help="read the baselines from this git ref (e.g. origin/main) instead of the working tree; "
+                    "the report names baseline files the working tree changed")
     parser.addini("modelbench_baseline_name", f"baseline name to gate against (default: {DEFAULT_BASELINE_NAME})", default="")
     parser.addini("modelbench_baselines_dir", "folder of baselines (relative to the ini file)", default="")
 
@@ -175,9 +184,9 @@ class GateSession:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.overrides = _check_cli_tolerance(config)
-        self.md_report = cli_options.output_path(
-            "--md-report", config.getoption("--md-report"), Path(config.invocation_params.dir)
-        )
+        invocation_dir = Path(config.invocation_params.dir)
+        self.md_report = cli_options.output_path("--md-report", config.getoption("--md-report"), invocation_dir)
+        self.html_report = cli_options.output_path("--html-report", config.getoption("--html-report"), invocation_dir)
         cli_name = config.getoption("--baseline-name")
         ini_name = config.getini("modelbench_baseline_name")
         self.name_explicit = bool(cli_name or ini_name)
@@ -193,9 +202,12 @@ class GateSession:
         self.warn_unused = bool(getattr(option, "warn_unused_snapshots", False))
         self.disable_unused = bool(getattr(option, "disable_unused_snapshots", False))
         self.no_cleanup = bool(getattr(option, "no_cleanup", False))
+        self.baseline_ref = self._baseline_ref()
         # Gate on when baselines exist for this name, when the name was chosen explicitly (CLI or ini), or when
         # updating; otherwise scores are reported without a gate and the summary says so.
-        self.active = self.update or self.update_new_only or self.name_explicit or self.name_dir.is_dir()
+        # A git ref always gates: its baselines are the bar, and a missing one fails (never a silent pass).
+        self.active = (self.update or self.update_new_only or self.name_explicit or self.baseline_ref is not None
+                       or self.name_dir.is_dir())
         self.suite_roots = sorted((Path(p) for p in config.getini("modelbench_suites")), key=lambda p: -len(p.parts))
         self.suite_dirs: set[Path] = set()
         self.error_control = config.getoption("--gate-error-control")
@@ -217,6 +229,29 @@ class GateSession:
             base = config.inipath.parent if config.inipath else config.rootpath
             return (base / ini).resolve()
         return (config.rootpath / DEFAULT_BASELINES_DIR).resolve()
+
+    def _baseline_ref(self) -> BaselineRef | None:
+        ref = self.config.getoption("--baseline-ref")
+        if ref is None:
+            return None
+        if self.update or self.update_new_only:
+            raise pytest.UsageError(
+                "--baseline-ref reads the baselines from git and cannot write them: drop --snapshot-update "
+                "(record baselines on the branch the ref names)"
+            )
+        try:
+            return BaselineRef(ref, self.baselines_dir)
+        except BaselineError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def read_stored(self, path: Path) -> tuple[str | None, bool]:
+        """The stored baseline's text (from --baseline-ref, else the working tree), and whether the working tree's
+        file differs from it (always False without a ref)."""
+        working_tree = read_text(path)
+        if self.baseline_ref is None:
+            return working_tree, False
+        stored = self.baseline_ref.read_text(path)
+        return stored, stored != working_tree
 
     @property
     def name_dir(self) -> Path:
@@ -309,8 +344,10 @@ class GateSession:
             provenance=self.provenance(evaluation, runner), tolerance=self.tolerance(task_config),
         )
         candidate_text = dumps(candidate)
-        stored_text = read_text(path)
+        stored_text, common["working_tree_differs"] = self.read_stored(path)
         common["baseline_provenance"] = _stored_provenance(stored_text)
+        common["candidate_provenance"] = dataclasses.asdict(candidate.provenance)
+        common["baseline_ref"] = None if self.baseline_ref is None else self.baseline_ref.ref
         outcome = gate_texts(candidate_text, stored_text, evaluation.prepared.documents) if stored_text is not None else None
         written = self._persist(item, path, candidate_text, stored_text, outcome)
         task = task_config.task
@@ -319,10 +356,11 @@ class GateSession:
             if written:
                 self._record(item, GateResult(task, STATUS_CREATED, note=f"baseline written to {shown}", **common))
                 return
-            self._record(item, GateResult(task, STATUS_MISSING, note="no baseline", **common))
+            at_ref = "" if self.baseline_ref is None else f" at git ref {self.baseline_ref.ref}"
+            self._record(item, GateResult(task, STATUS_MISSING, note=f"no baseline{at_ref}", **common))
             raise BaselineError(
-                f"{path}: no baseline '{self.baseline_name}' for task '{task}'; record one from a trusted model "
-                "with pytest --snapshot-update"
+                f"{path}: no baseline '{self.baseline_name}' for task '{task}'{at_ref}; record one from a trusted "
+                "model with pytest --snapshot-update"
             )
         if outcome.comparison is None:
             if written:
@@ -334,6 +372,8 @@ class GateSession:
 
         comparison = outcome.comparison
         result = GateResult.from_comparison(comparison, **common)
+        if self.html_report is not None and outcome.baseline is not None:
+            result.changed_documents = most_changed(outcome.baseline, candidate, evaluation.prepared.documents)
         if written:
             result.status = STATUS_UPDATED
             result.note = (
@@ -423,9 +463,13 @@ class GateSession:
                 self.deleted.append(path)
         elif self.unused and not self.update and not self.warn_unused:
             session.exitstatus = int(session.exitstatus) | EXIT_STATUS_FAIL_UNUSED
+        unused = [self.display(u) for u in sorted(self.unused)]
         if self.md_report is not None:
-            report = markdown(self.results, self.baseline_name, [self.display(u) for u in sorted(self.unused)])
-            cli_options.write_output(session, "--md-report", self.md_report, report)
+            cli_options.write_output(session, "--md-report", self.md_report, markdown(self.results, self.baseline_name, unused))
+        if self.html_report is not None:
+            cli_options.write_output(
+                session, "--html-report", self.html_report, html_page(self.results, self.baseline_name, unused)
+            )
 
     @pytest.hookimpl(trylast=True)  # after the scores and syrupy's snapshot summary
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

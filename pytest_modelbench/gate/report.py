@@ -14,6 +14,7 @@ from pytest_modelbench.gate.compare import Entry, TaskComparison
 from pytest_modelbench.gate.statistics import Verdict
 
 PROPERTY_PREFIX = "modelbench.gate"
+DOCUMENTS_PROPERTY = "modelbench.gate-documents"  # the most changed documents (only with --html-report)
 TABLE_HEADER = ("metric", "category", "n", "baseline", "candidate", "delta", "margin", "p-value", "MDE", "verdict")
 MAX_TABLE_ROWS = 40
 LEGEND = (
@@ -93,7 +94,7 @@ def entry_json(entry: Entry) -> dict[str, Any]:
     return {
         "metric": entry.metric, "category": entry.category, "n": entry.n, "baseline": entry.baseline,
         "candidate": entry.candidate, "delta": entry.delta, "margin": entry.margin, "p_value": entry.p_value,
-        "mde": entry.mde, "verdict": entry.verdict.value, "test": entry.test, "direction": entry.direction,
+        "mde": entry.mde, "standard_error": entry.standard_error, "verdict": entry.verdict.value, "test": entry.test, "direction": entry.direction,
     }
 
 
@@ -103,10 +104,14 @@ def properties(result: "GateResult") -> list[tuple[str, str]]:
         "task": result.task, "status": result.status, "verdict": result.verdict, "baseline": result.baseline,
         "baseline_name": result.baseline_name, "note": result.note, "n_documents": result.n_documents,
         "alpha": result.alpha, "tasks": result.tasks, "baseline_provenance": result.baseline_provenance,
+        "candidate_provenance": result.candidate_provenance, "baseline_ref": result.baseline_ref,
+        "working_tree_differs": result.working_tree_differs,
     }
     pairs = [(PROPERTY_PREFIX, json.dumps(head, ensure_ascii=False))]
     for entry in result.entries:
         pairs.append((entry_key(entry["metric"], entry["category"]), json.dumps(entry, ensure_ascii=False)))
+    if result.changed_documents:
+        pairs.append((DOCUMENTS_PROPERTY, json.dumps(result.changed_documents, ensure_ascii=False)))
     return pairs
 
 
@@ -127,6 +132,10 @@ class GateResult:
     alpha: float | None = None  # the false-block rate shared by `tasks` gated tasks, when compared
     tasks: int = 1
     baseline_provenance: dict[str, Any] | None = None  # the stored baseline's, when it could be read
+    candidate_provenance: dict[str, Any] | None = None  # this run's, when the gate was on
+    baseline_ref: str | None = None  # --baseline-ref: the git ref the baseline was read from
+    working_tree_differs: bool = False  # with baseline_ref: the working tree's file is not the ref's
+    changed_documents: list[dict[str, Any]] = field(default_factory=list)  # gate/changed_documents.py
 
     @classmethod
     def from_comparison(cls, comparison: TaskComparison, **kwargs: Any) -> "GateResult":
@@ -138,10 +147,12 @@ class GateResult:
 
     @classmethod
     def from_properties(cls, user_properties: Iterable[tuple[str, Any]], nodeid: str = "", failed: bool = False) -> "GateResult | None":
-        head, entries = None, []
+        head, entries, documents = None, [], []
         for name, value in user_properties:
             if name == PROPERTY_PREFIX:
                 head = json.loads(value)
+            elif name == DOCUMENTS_PROPERTY:
+                documents = json.loads(value)
             elif isinstance(name, str) and name.startswith(PROPERTY_PREFIX + "."):
                 entries.append(json.loads(value))
         if head is None:
@@ -150,7 +161,9 @@ class GateResult:
             task=head["task"], status=head["status"], baseline=head["baseline"], baseline_name=head["baseline_name"],
             verdict=head.get("verdict"), note=head.get("note", ""), n_documents=head.get("n_documents", 0),
             entries=entries, nodeid=nodeid, failed=failed, alpha=head.get("alpha"), tasks=head.get("tasks", 1),
-            baseline_provenance=head.get("baseline_provenance"),
+            baseline_provenance=head.get("baseline_provenance"), candidate_provenance=head.get("candidate_provenance"),
+            baseline_ref=head.get("baseline_ref"), working_tree_differs=head.get("working_tree_differs", False),
+            changed_documents=documents,
         )
 
     @property
@@ -163,7 +176,8 @@ class GateResult:
         return {
             "status": self.outcome, "note": self.note, "baseline": self.baseline, "baseline_name": self.baseline_name,
             "baseline_provenance": self.baseline_provenance, "n_documents": self.n_documents, "alpha": self.alpha,
-            "gated_tasks": self.tasks, "entries": self.entries,
+            "gated_tasks": self.tasks, "entries": self.entries, "baseline_ref": self.baseline_ref,
+            "working_tree_differs": self.working_tree_differs,
         }
 
     def entries_with(self, verdict: str) -> list[dict[str, Any]]:
@@ -186,11 +200,11 @@ _OUTCOME_RANK = {
 }
 
 
-def _sorted(results: Iterable[GateResult]) -> list[GateResult]:
+def sorted_results(results: Iterable[GateResult]) -> list[GateResult]:
     return sorted(results, key=lambda r: (_OUTCOME_RANK.get(r.outcome, 9), r.task))
 
 
-def _summary_counts(results: Sequence[GateResult]) -> str:
+def summary_counts(results: Sequence[GateResult]) -> str:
     counts: dict[str, int] = {}
     for result in results:
         counts[result.outcome] = counts.get(result.outcome, 0) + 1
@@ -237,12 +251,26 @@ def error_rate_line(results: Sequence[GateResult]) -> str | None:
     )
 
 
+def baseline_ref_lines(results: Sequence[GateResult]) -> list[str]:
+    """With --baseline-ref: where the baselines came from, and each baseline file the working tree changed."""
+    refs = sorted({r.baseline_ref for r in results if r.baseline_ref})
+    if not refs:
+        return []
+    lines = [f"baselines read from git ref {', '.join(refs)}, not from the working tree"]
+    lines += [
+        f"working tree differs from {r.baseline_ref}: {r.baseline} (task {r.task}); the gate used the ref's file"
+        for r in sorted(results, key=lambda r: r.baseline) if r.working_tree_differs
+    ]
+    return lines
+
+
 def terminal_lines(results: Sequence[GateResult], max_entries: int = 8) -> list[str]:
-    results = _sorted(results)
-    lines = [f"{len(results)} task(s): {_summary_counts(results)}"]
+    results = sorted_results(results)
+    lines = [f"{len(results)} task(s): {summary_counts(results)}"]
     rate = error_rate_line(results)
     if rate:
         lines.append(rate)
+    lines += baseline_ref_lines(results)
     rows = [(r.task, r.outcome, _detail(r), r.power) for r in results]
     lines += format_table(("task", "gate", "detail", "caught at 80%"), rows)
     for result in results:
@@ -274,7 +302,7 @@ def _md_escape(text: Any) -> str:
 
 
 def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence[str] = ()) -> str:
-    results = _sorted(results)
+    results = sorted_results(results)
     lines = ["## pytest-modelbench baseline gate", ""]
     if not results:
         lines.append(f"Baseline **{_md_escape(baseline_name)}**: no modelbench task ran.")
@@ -282,11 +310,14 @@ def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence
         failed = sum(r.failed for r in results)
         status = "**failed**" if failed else "**passed**"
         lines.append(
-            f"Baseline **{_md_escape(baseline_name)}** · gate {status} · {len(results)} task(s): {_summary_counts(results)}"
+            f"Baseline **{_md_escape(baseline_name)}** · gate {status} · {len(results)} task(s): {summary_counts(results)}"
         )
         rate = error_rate_line(results)
         if rate:
             lines += ["", _md_escape(rate)]
+        ref_lines = [_md_escape(line) for line in baseline_ref_lines(results)]
+        if ref_lines:
+            lines += ["", ref_lines[0], "", *(f"- {line}" for line in ref_lines[1:])]
         lines += ["", "| task | gate | detail | caught at 80% |", "|---|---|---|---|"]
         lines += [
             f"| {_md_escape(r.task)} | {_md_escape(r.outcome)} | {_md_escape(_detail(r))} | {_md_escape(r.power)} |"

@@ -74,6 +74,7 @@ class GateOutcome:
     comparison: TaskComparison | None
     problem: str | None = None
     kind: str = ""  # "invalid" (stored file unusable) | "rebaseline" (not comparable) | ""
+    baseline: BaselineRecord | None = None  # the stored record, when compared
 
     def holds(self, *, include_improvements: bool) -> bool:
         """The stored baseline still describes the candidate (no rewrite needed)."""
@@ -103,7 +104,7 @@ def gate_texts(candidate_text: str, baseline_text: str, documents: Sequence[Any]
             None, f"metrics {', '.join(aggregates)} are aggregates over the task's documents and can only be compared "
             "in the run that scored them", "invalid",
         )
-    return GateOutcome(compare(baseline, candidate, candidate.tolerance, documents))
+    return GateOutcome(compare(baseline, candidate, candidate.tolerance, documents), baseline=baseline)
 
 
 class BaselineExtension(AbstractSyrupyExtension):

@@ -17,6 +17,7 @@ from pytest_modelbench.errors import DatasetError, TaskCodeError
 from pytest_modelbench.tasks.config import TaskConfig
 
 DATA_DIR_ENV = "MODELBENCH_DATA_DIR"
+OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 _BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
 
 
@@ -65,9 +66,13 @@ def load_split(config: TaskConfig, split: str, data_dir: Path | None) -> Split:
     try:
         dataset = datasets.load_dataset(**kwargs, split=split)
     except Exception as exc:  # datasets raises many unrelated types for "not found / offline / bad file"
-        hint = f" (or serve it locally with --data-dir / {DATA_DIR_ENV})" if mirrored is None else ""
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise DatasetError(f"{where}: cannot load split '{split}' of dataset '{kwargs['path']}'{hint}: {message}") from None
+        if mirrored is not None:
+            raise DatasetError(f"{where}: cannot load split '{split}' of dataset '{kwargs['path']}': {message}") from None
+        raise DatasetError(
+            f"{where}: cannot load split '{split}' of dataset '{kwargs['path']}' from the Hugging Face Hub: {message}. "
+            + hub_needs(config, split, data_dir)
+        ) from None
     if config.process_docs is not None:
         try:
             dataset = config.process_docs(dataset)
@@ -77,6 +82,21 @@ def load_split(config: TaskConfig, split: str, data_dir: Path | None) -> Split:
             raise DatasetError(f"{where}: process_docs must return a datasets.Dataset, got {type(dataset).__name__}")
     docs = list(dataset)
     return Split(split, docs, set(dataset.column_names), documents_fingerprint(docs))
+
+
+def hub_needs(config: TaskConfig, split: str, data_dir: Path | None) -> str:
+    """What a hub dataset that could not be loaded needs: the hub, or a local copy in the mirror layout."""
+    offline = [name for name in OFFLINE_ENV if os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")]
+    hub = "the hub (network access" + (f", with {' and '.join(offline)} unset" if offline else "") + ")"
+    folder = "/".join(part for part in (config.dataset_path, config.dataset_name) if part)
+    local = f"--data-dir DIR (or ${DATA_DIR_ENV}) holding DIR/{folder}/{split}.<{'|'.join(s.lstrip('.') for s in _BUILDERS)}>"
+    if data_dir is None:
+        where = "no --data-dir was given"
+    elif not data_dir.is_dir():
+        where = f"--data-dir {data_dir} does not exist"
+    else:
+        where = f"--data-dir {data_dir} has no {folder}/ folder"
+    return f"It needs {hub} or a local copy: {local}; {where}"
 
 
 def _resolved_kwargs(config: TaskConfig) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import pytest
 
 from tests.fixtures.gate_tasks import probe_documents, write_task
 
+REPO = Path(__file__).resolve().parents[2]
 SUITE = "probe"
 TASK = "gate_probe"
 
@@ -40,6 +41,22 @@ def probe_docs(tiny_model, bad_model, tmp_path_factory) -> list[dict]:
     torch.set_num_threads(1)
     try:
         return probe_documents(tiny_model, bad_model, tmp_path_factory.mktemp("probe_pool"), per_kind=20, pool=800)
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def bias_probe_mirror(tiny_model, bad_model, data_mirror, tmp_path_factory) -> Path:
+    """CrowS-Pairs English and StereoSet intrasentence rows on which bad_model is worse by construction."""
+    import torch
+
+    from tests.fixtures.bias_probe import build_bias_probe_mirror
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return build_bias_probe_mirror(tiny_model, bad_model, REPO / "suites" / "bias", data_mirror,
+                                       tmp_path_factory.mktemp("bias_probe"))
     finally:
         torch.set_num_threads(before)
 

@@ -40,7 +40,7 @@ def test_invalid_progress_interval_is_a_usage_error(pytester, monkeypatch, value
     result.stderr.fnmatch_lines([f"*$MODELBENCH_PROGRESS_INTERVAL must be a number of seconds >= 0*got '{value}'*"])
 
 
-@pytest.mark.parametrize("option", ["--results-json", "--md-report"])
+@pytest.mark.parametrize("option", ["--results-json", "--md-report", "--html-report"])
 def test_unwritable_output_path_is_a_usage_error_before_the_run(pytester, option):
     pytester.makefile(".yaml", t=TASK)
     (pytester.path / "taken").write_text("a file, not a folder")

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.shipped_suites import copy_suite
 from tests.fixtures.tiny_bert import build_tiny_bert
 
-REPO = Path(__file__).resolve().parents[2]
 BIAS_TASKS = ["crows_pairs_english", "crows_pairs_french", "stereoset_intersentence", "stereoset_intrasentence"]
 
 
@@ -21,7 +20,7 @@ def tiny_bert(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def bias_suite(pytester):
-    shutil.copytree(REPO / "suites" / "bias", pytester.path / "bias")
+    copy_suite("bias", pytester.path / "bias")
     return pytester.path / "bias"
 
 

@@ -3,38 +3,25 @@
 from __future__ import annotations
 
 import json
-import shutil
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
 from tests.fixtures.bias_probe import CROWS, STEREOSET
-from tests.plugin.gate_project import _one_torch_thread, bad_model, gate_entries  # noqa: F401 - fixtures
+from tests.fixtures.shipped_suites import copy_suite
+from tests.plugin.gate_project import (  # noqa: F401 - fixtures
+    _one_torch_thread,
+    bad_model,
+    bias_probe_mirror,
+    gate_entries,
+)
 
-REPO = Path(__file__).resolve().parents[2]
 CROWS_FILE = f"{CROWS[1]}/{CROWS[2]}.jsonl"
 STEREOSET_FILE = f"{STEREOSET[1]}/{STEREOSET[2]}.jsonl"
 
 
-@pytest.fixture(scope="module")
-def bias_probe_mirror(tiny_model, bad_model, data_mirror, tmp_path_factory) -> Path:
-    """CrowS-Pairs English and StereoSet intrasentence rows on which bad_model is worse by construction."""
-    import torch
-
-    from tests.fixtures.bias_probe import build_bias_probe_mirror
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return build_bias_probe_mirror(tiny_model, bad_model, REPO / "suites" / "bias", data_mirror,
-                                       tmp_path_factory.mktemp("bias_probe"))
-    finally:
-        torch.set_num_threads(before)
-
-
 def test_bias_tasks_record_pass_and_gate_a_worse_model(pytester, tiny_model, bad_model, bias_probe_mirror):
-    shutil.copytree(REPO / "suites" / "bias", pytester.path / "suites" / "bias")
+    copy_suite("bias", pytester.path / "suites" / "bias")
     pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
     common = ("-p", "no:cacheprovider", f"--data-dir={bias_probe_mirror}", "-k",
               "crows_pairs_english or stereoset_intrasentence")

@@ -55,9 +55,12 @@ def test_two_workers_write_baselines_without_corrupting_them(pytester, tiny_mode
     assert result.ret == 0
 
     junit = pytester.path / "junit.xml"
-    result = run_gate(pytester, tiny_model, "-n", "2", f"--junitxml={junit}")
+    html = pytester.path / "gate.html"
+    result = run_gate(pytester, tiny_model, "-n", "2", f"--junitxml={junit}", f"--html-report={html}")
     result.assert_outcomes(passed=4)
     assert result.ret == 0
+    page = html.read_text()  # the workers' records reach the controller's HTML page: a section and a chart per task
+    assert page.count('<section class="task"') == 4 and page.count('<svg class="delta-chart"') == 4
     # every worker splits alpha over the same 4 collected tasks, so each item is gated on its own
     assert gate_heads(junit) == {task: 4 for task in TASKS}
     result.stdout.fnmatch_lines(["*false blocks: at most 0.05 for the 4 gated task(s) together*"])

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 
 from tests.fixtures.bangla_data import BANGLA_TASKS, write_bangla_fixtures
+from tests.fixtures.shipped_suites import copy_suite
 
-REPO = Path(__file__).resolve().parents[2]
 SHIPPED_SUITES = ("bias", "arc_mt", "bangla")
 
 ROWS = [{"q": "two plus two?", "options": ["3", "4"], "answer": 1}, {"q": "sky colour?", "options": ["blue", "red"], "answer": 0}]
@@ -28,7 +27,7 @@ def write_local_task(folder: Path, task: str, data_file: str = "rows.jsonl", **k
 
 def test_preview_of_every_shipped_suite_needs_no_model(pytester, data_mirror, shared_data):
     for suite in SHIPPED_SUITES:
-        shutil.copytree(REPO / "suites" / suite, pytester.path / "suites" / suite)
+        copy_suite(suite, pytester.path / "suites" / suite)
     pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
     # The model named does not exist, and no scorer may be imported: the preview never loads a model.
     pytester.makeconftest(
@@ -118,3 +117,23 @@ def test_inspection_refuses_xdist(pytester):
     result = pytester.runpytest("--list-tasks", "-n", "2")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--show-prompts and --list-tasks run in one process: leave out -n*"])
+
+
+def test_hub_dataset_offline_without_a_local_copy_says_what_it_needs(pytester, monkeypatch):
+    """A clone without ../shared and without the hub: the error names both ways to get the data."""
+    copy_suite("bias", pytester.path / "suites" / "bias")
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    monkeypatch.setenv("HF_HOME", str(pytester.path / "hf-home"))  # no datasets cache to fall back on
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    missing = pytester.path / "no-such-mirror"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--show-prompts", f"--data-dir={missing}",
+                                           "suites/bias/crows_pairs_english.yaml")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([
+        "FAILED crows_pairs_english: DatasetError: *crows_pairs_english.yaml: task 'crows_pairs_english': cannot load "
+        "split 'test' of dataset 'jannalu/crows_pairs_multilingual' from the Hugging Face Hub: *. It needs the hub "
+        "(network access, with HF_HUB_OFFLINE and HF_DATASETS_OFFLINE unset) or a local copy: --data-dir DIR (or "
+        "$MODELBENCH_DATA_DIR) holding DIR/jannalu/crows_pairs_multilingual/english/test.<jsonl|json|csv|tsv|parquet>; "
+        f"--data-dir {missing} does not exist",
+    ])

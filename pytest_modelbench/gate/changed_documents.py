@@ -1,0 +1,56 @@
+"""The documents that moved most between a stored baseline and the candidate, per category, with their text.
+
+For a person reviewing a gate verdict (the HTML report): which prompts changed outcome. Documents are paired by
+their hash, as the gate pairs them. A document ranks by how many of its 0/1 outcomes flipped (for a bias pair: its
+preference), then by the summed absolute change of its continuous values; documents that did not move are left
+out.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from pytest_modelbench.gate.baseline import BaselineRecord
+
+PER_CATEGORY = 5
+
+
+def most_changed(
+    baseline: BaselineRecord, candidate: BaselineRecord, documents: Sequence[Any], per_category: int = PER_CATEGORY
+) -> list[dict[str, Any]]:
+    """Up to `per_category` documents per category (None: a task without categories), most changed first.
+
+    `documents`: the candidate's DocumentRequests, in the candidate record's order. Each result holds the doc id,
+    category, the text (context, choices, gold) and, per metric that changed, its baseline and candidate values.
+    """
+    position = {key: i for i, key in enumerate(baseline.doc_keys)}
+    ranked: dict[str | None, list[tuple[tuple[float, float], dict[str, Any]]]] = {}
+    for i, (key, document) in enumerate(zip(candidate.doc_keys, documents)):
+        j = position.get(key)
+        if j is None:
+            continue
+        changes, flips, shift = {}, 0.0, 0.0
+        for metric in candidate.row_metrics:
+            before, after = float(baseline.values[metric.name][j]), float(candidate.values[metric.name][i])
+            if before == after:
+                continue
+            changes[metric.name] = {"baseline": before, "candidate": after, "flipped": metric.binary}
+            if metric.binary:
+                flips += 1
+            else:
+                shift += abs(after - before)
+        if changes:
+            ranked.setdefault(candidate.doc_categories[i], []).append(((flips, shift), _described(document, changes)))
+    found = []
+    for category in sorted(ranked, key=lambda c: (c is not None, c or "")):
+        rows = sorted(ranked[category], key=lambda pair: pair[0], reverse=True)[:per_category]
+        found += [row for _, row in rows]
+    return found
+
+
+def _described(document: Any, changes: dict[str, Any]) -> dict[str, Any]:
+    gold = document.gold if isinstance(document.gold, int) else list(document.gold)
+    return {
+        "doc_id": int(document.doc_id), "category": document.category, "context": document.context,
+        "choices": list(document.choices), "gold": gold, "changes": changes,
+    }
