@@ -41,8 +41,8 @@ class ModelbenchModel:
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
         """Summed log-likelihood of each (context, continuation), by lm-eval's rules (README, "Scoring")."""
-        scorer = self._runner.scorer()  # the session's scorer: model loaded once, the score cache
-        return list(scorer.loglikelihood(list(requests)))
+        backend = self._runner.backend()  # the session's backend: model loaded (or servers reached) once, the score cache
+        return list(backend.loglikelihood(list(requests)))
 
     def evaluate(self, task: str | os.PathLike) -> TaskEvaluation:
         """A task YAML's evaluation (scores per metric, overall and per category; per-document log-likelihoods).
