@@ -41,7 +41,7 @@ class ModelbenchModel:
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
         """Summed log-likelihood of each (context, continuation), by lm-eval's rules (README, "Scoring")."""
-        backend = self._runner.backend()  # the session's backend: model loaded (or servers reached) once, the score cache
+        backend = self._runner.backend()  # the session's: model loaded (or servers reached) once, the score cache
         return list(backend.loglikelihood(list(requests)))
 
     def evaluate(self, task: str | os.PathLike) -> TaskEvaluation:
