@@ -99,3 +99,24 @@ def test_a_killed_server_fails_the_item_writes_no_baseline_and_the_rerun_reuses_
     assert rerun.returncode == 0, rerun_output
     assert any((pytester.path / "baselines").rglob("served_probe.json"))
     assert scored_after_restart == REQUESTS - cached + len(PROBE_TEXTS)  # only what the cache did not have
+
+
+def test_two_xdist_workers_share_one_server(pytester, tiny_model, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
+    tasks = [f"shared_server_{i}" for i in range(4)]
+    for i, task in enumerate(tasks):
+        write_task(pytester.path / "suites" / "probe", task, pool_documents(25, seed=10 + i))
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    server = start_server(tiny_model, "org/ckpt")
+    try:
+        result = pytester.runpytest(f"--model={tiny_model}", f"--server-url={server.url}", "-n", "2",
+                                    "--snapshot-update", "-p", "no:cacheprovider")
+        prompts = server.stats()["prompts"]
+    finally:
+        server.kill()
+    result.assert_outcomes(passed=4)
+    baselines = sorted(p.stem for p in (pytester.path / "baselines").rglob("*.json"))
+    assert baselines == tasks
+    # every request scored once (the workers share the score cache too), plus one identity probe per worker that ran
+    assert prompts - 4 * 50 in (len(PROBE_TEXTS), 2 * len(PROBE_TEXTS))
