@@ -120,3 +120,17 @@ def test_two_xdist_workers_share_one_server(pytester, tiny_model, monkeypatch):
     assert baselines == tasks
     # every request scored once (the workers share the score cache too), plus one identity probe per worker that ran
     assert prompts - 4 * 50 in (len(PROBE_TEXTS), 2 * len(PROBE_TEXTS))
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--model-type=masked",), "--model-type masked cannot be scored on a server"),
+    (("--model-args=device_map=auto",), "--model-args device_map applies to a model loaded here, not to one on a "
+                                        "server (--server-url)"),
+])
+def test_options_that_need_a_local_model_are_named_errors(pytester, tiny_model, args, message):
+    write_task(pytester.path / "suites" / "probe", "local_only", pool_documents(2))
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    result = pytester.runpytest(f"--model={tiny_model}", "--server-url=http://127.0.0.1:9/v1", *args)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*{message}*"])
+    assert "Traceback" not in result.stdout.str()

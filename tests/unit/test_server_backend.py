@@ -161,3 +161,12 @@ def test_another_checkpoint_behind_the_same_url_and_name_reuses_no_cached_score(
         assert restarted.stats()["prompts"] == before
     finally:
         restarted.kill()
+
+
+def test_servers_of_one_run_must_serve_the_same_weights(tiny_loaded, tiny_other_model, healthy):
+    other = start_server(tiny_other_model, "org/ckpt")
+    try:
+        with pytest.raises(ServerError, match=r"both serve 'org/ckpt' but score the identity probe differently"):
+            backend(tiny_loaded.tokenizer, healthy.url, other.url)
+    finally:
+        other.kill()
