@@ -31,10 +31,15 @@ class Backend(Protocol):
     def describe(self) -> BackendInfo: ...
 
 
-def task_requests(prepared) -> list[tuple[str, str]]:
-    """A prepared task's requests in the order `score_task` returns their values."""
-    return [(doc.context, continuation) for doc in prepared.documents for continuation in doc.continuations]
+class RequestBackend:
+    """A backend whose requests are scored independently of each other (causal LMs, locally or on a server): a task
+    is its requests, with progress counted in documents."""
 
+    def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,
+                      label: str = "scoring") -> list[float]:
+        raise NotImplementedError
 
-def requests_per_document(prepared) -> list[int]:
-    return [len(doc.continuations) for doc in prepared.documents]
+    def score_task(self, prepared) -> list[float]:
+        requests = [(doc.context, continuation) for doc in prepared.documents for continuation in doc.continuations]
+        documents = [len(doc.continuations) for doc in prepared.documents]
+        return self.loglikelihood(requests, documents=documents, label=prepared.config.task)

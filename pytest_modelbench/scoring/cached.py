@@ -64,3 +64,18 @@ def score_with_cache(n: int, keys: Sequence[bytes] | None, cache, progress: Scor
             cache.put_many(pending)
     progress.finish()
     return results  # type: ignore[return-value]
+
+
+def score_requests(requests: Sequence[tuple[str, str]], compute: Compute, *, namespace: str | None, cache,
+                   progress: Callable[[str], None] | None, documents: Sequence[int] | None = None,
+                   label: str = "scoring") -> list[float]:
+    """score_with_cache for (context, continuation) requests keyed under `namespace` (None: no cache).
+    `documents`: requests per document, in order, so progress counts documents; without it, requests."""
+    from pytest_modelbench.scoring.score_cache import request_key
+
+    if documents is None or sum(documents) != len(requests):
+        documents, unit = [1] * len(requests), "requests"
+    else:
+        unit = "documents"
+    keys = None if namespace is None else [request_key(namespace, context, cont) for context, cont in requests]
+    return score_with_cache(len(requests), keys, cache, ScoringProgress(progress, label, documents, unit), compute)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from pytest_modelbench.errors import RequestError
-from pytest_modelbench.scoring.backend import BackendInfo, requests_per_document, task_requests
+from pytest_modelbench.scoring.backend import BackendInfo, RequestBackend
 from pytest_modelbench.scoring.placement import compute_devices, input_device, placement_description, placement_label
 
 DEFAULT_MAX_LENGTH = 2048
@@ -94,7 +94,7 @@ class CausalTokenizer:
         return [self.encode_pair(context, continuation, encode_context) for context, continuation in requests]
 
 
-class CausalLMScorer:
+class CausalLMScorer(RequestBackend):
     """Sums log P(continuation | context) for each request.
 
     `fast=False` (default) is the reference path (lm-eval's procedure); `fast=True` shares token prefixes (see the
@@ -129,28 +129,12 @@ class CausalLMScorer:
         return BackendInfo(self.name, self.fingerprint or "", "causal", weights_dtype(self.model),
                            placement_description(self.model), dict(self.explicit_settings))
 
-    def score_task(self, prepared) -> list[float]:
-        """Progress counts the task's documents."""
-        return self.loglikelihood(task_requests(prepared), documents=requests_per_document(prepared),
-                                  label=prepared.config.task)
-
     def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,
                       label: str = "scoring") -> list[float]:
         """`documents`: requests per document, in order (for progress); without it each request counts as one."""
+        from pytest_modelbench.scoring.cached import score_requests
+
         requests = list(requests)
-        if documents is None or sum(documents) != len(requests):
-            documents, unit = [1] * len(requests), "requests"
-        else:
-            unit = "documents"
-        from pytest_modelbench.scoring.cached import score_with_cache
-        from pytest_modelbench.scoring.progress import ScoringProgress
-
-        namespace = self._cache_namespace()
-        keys = None
-        if namespace is not None:
-            from pytest_modelbench.scoring.score_cache import request_key
-
-            keys = [request_key(namespace, ctx, cont) for ctx, cont in requests]
 
         def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
             try:
@@ -158,8 +142,8 @@ class CausalLMScorer:
             except RequestError as exc:
                 raise RequestError(exc.problem, todo[exc.index]) from None
 
-        progress = ScoringProgress(self.progress, label, documents, unit)
-        return score_with_cache(len(requests), keys, self.cache, progress, compute)
+        return score_requests(requests, compute, namespace=self._cache_namespace(), cache=self.cache,
+                              progress=self.progress, documents=documents, label=label)
 
     def score_encoded(self, encoded: Sequence[EncodedRequest],
                       on_done: Callable[[list[int], list[float]], None] | None = None) -> list[float]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from pytest_modelbench.errors import RequestError, ServerError
-from pytest_modelbench.scoring.backend import BackendInfo, requests_per_document, task_requests
+from pytest_modelbench.scoring.backend import BackendInfo, RequestBackend
 from pytest_modelbench.scoring.causal import DEFAULT_MAX_LENGTH, CausalTokenizer
 from pytest_modelbench.scoring.server import identity
 from pytest_modelbench.scoring.server.client import CompletionsServer, ServedModel, call_with_retries
@@ -21,7 +21,7 @@ from pytest_modelbench.scoring.server.pool import ServerPool
 DEFAULT_PROMPTS_PER_REQUEST = 16  # --batch-size auto
 
 
-class ServerScorer:
+class ServerScorer(RequestBackend):
     """A backend (scoring/backend.py) over one or more servers serving the same weights; build it with `connect`."""
 
     def __init__(self, pool: ServerPool, encoder: CausalTokenizer, *, prompt_limit: int, info: BackendInfo,
@@ -39,22 +39,11 @@ class ServerScorer:
     def describe(self) -> BackendInfo:
         return self.info
 
-    def score_task(self, prepared) -> list[float]:
-        return self.loglikelihood(task_requests(prepared), documents=requests_per_document(prepared),
-                                  label=prepared.config.task)
-
     def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,
                       label: str = "scoring") -> list[float]:
-        from pytest_modelbench.scoring.cached import score_with_cache
-        from pytest_modelbench.scoring.progress import ScoringProgress
-        from pytest_modelbench.scoring.score_cache import request_key
+        from pytest_modelbench.scoring.cached import score_requests
 
         requests = list(requests)
-        if documents is None or sum(documents) != len(requests):
-            documents, unit = [1] * len(requests), "requests"
-        else:
-            unit = "documents"
-        keys = None if self.cache is None else [request_key(self.namespace, c, x) for c, x in requests]
 
         def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
             encoded = self.encoder.encode_pairs([requests[i] for i in todo])
@@ -73,8 +62,8 @@ class ServerScorer:
 
             self.pool.run([[prompts[j] for j in batch] for batch in batches], batch_done)
 
-        return score_with_cache(len(requests), keys, self.cache, ScoringProgress(self.progress, label, documents, unit),
-                                compute)
+        return score_requests(requests, compute, namespace=self.namespace, cache=self.cache,
+                              progress=self.progress, documents=documents, label=label)
 
     def _prompt(self, context: tuple[int, ...], continuation: tuple[int, ...]) -> list[int]:
         if not continuation:
