@@ -170,3 +170,21 @@ def test_servers_of_one_run_must_serve_the_same_weights(tiny_loaded, tiny_other_
             backend(tiny_loaded.tokenizer, healthy.url, other.url)
     finally:
         other.kill()
+
+
+def test_a_hung_server_does_not_hold_up_the_run(tiny_loaded, tiny_model, healthy):
+    """A server that stops answering (no error, no close) after the run began: its batches are sent again to the
+    other server after a few batch-times, long before the 120 s request timeout."""
+    import time
+
+    stuck = start_server(tiny_model, "org/ckpt")
+    try:
+        scorer = backend(tiny_loaded.tokenizer, healthy.url, stuck.url, timeout_s=120.0, concurrency=2)
+        expected = scorer.loglikelihood(REQUESTS)
+        stuck.set_fault("hang")
+        started = time.monotonic()
+        assert scorer.loglikelihood(list(reversed(REQUESTS * 3))) == pytest.approx(
+            list(reversed(expected * 3)), abs=1e-5)
+        assert time.monotonic() - started < 30
+    finally:
+        stuck.kill()

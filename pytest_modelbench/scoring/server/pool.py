@@ -1,23 +1,33 @@
 """Requests spread over one or more servers with at most `concurrency` in flight.
 
 Work is a queue of batches (several prompts each). Each server gets a share of `concurrency` worker threads that
-take the next batch from the queue, so a slow server simply takes fewer. A transient failure (connection error,
-timeout, 429, 5xx) puts the batch back on the queue for any server and makes the worker wait (exponential backoff); a
-worker whose requests fail `retries + 1` times in a row stops, so a dead server's workers all stop and the live
-servers take the work. When no worker is left (or one batch failed `retries + 1` times per server) the call ends with
-an error naming the servers and what they said. Any other error ends the call at once. Results reach the caller's `on_done` on the calling thread, so the score
-cache is written from one thread; nothing from a failed or partial response is ever passed on.
+take the next batch from the queue, so a slow server simply takes fewer.
+- A transient failure (connection error, timeout, 429, 5xx) puts the batch back on the queue for any server and makes
+  the worker wait (exponential backoff). A worker whose requests fail `retries + 1` times in a row stops, so a dead
+  server's workers all stop and the live servers take the work. When no worker is left (or one batch failed
+  `retries + 1` times per server) the call ends with an error naming the servers and what they said.
+- A straggler (a batch in flight for over `STRAGGLER_FACTOR` times the median time of the batches done so far, and
+  at least `STRAGGLER_MIN_S`) is sent again by a worker that has nothing else to do; the first answer wins. So a
+  server that hangs or slows down holds up the run for a few batch-times, not for `--server-timeout`.
+- Any other error ends the call at once.
+Results reach the caller's `on_done` on the calling thread, so the score cache is written from one thread; nothing
+from a failed or partial response is ever passed on.
 """
 
 from __future__ import annotations
 
 import queue
+import statistics
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from pytest_modelbench.errors import ServerError
 from pytest_modelbench.scoring.server.client import CompletionsServer, ServerUnavailable, backoff_s
+
+STRAGGLER_FACTOR = 4.0
+STRAGGLER_MIN_S = 5.0
 
 
 @dataclass
@@ -41,23 +51,19 @@ class ServerPool:
 
     def run(self, batches: Sequence[Sequence[Sequence[int]]],
             on_done: Callable[[int, list[list[float]]], None]) -> None:
-        """Prompt log-probabilities of every batch; `on_done(batch index, values)` as each batch completes."""
+        """Prompt log-probabilities of every batch; `on_done(batch index, values)` once per batch, as each completes."""
         if not batches:
             return
-        work: queue.Queue[_Batch | None] = queue.Queue()
+        work: queue.Queue[_Batch] = queue.Queue()
         for i, prompts in enumerate(batches):
             work.put(_Batch(i, prompts))
         results: queue.Queue[tuple[str, object, object]] = queue.Queue()
         stop = threading.Event()
         assignment = [k % len(self.servers) for k in range(self.concurrency)]
         state = _PoolState([assignment.count(i) for i in range(len(self.servers))])
-        threads = [
+        for k, s in enumerate(assignment):
             threading.Thread(target=self._worker, args=(s, work, results, stop, state), daemon=True,
-                             name=f"modelbench-server-{self.servers[s]}-{k}")
-            for k, s in enumerate(assignment)
-        ]
-        for thread in threads:
-            thread.start()
+                             name=f"modelbench-server-{self.servers[s]}-{k}").start()
         remaining = len(batches)
         try:
             while remaining:
@@ -83,19 +89,25 @@ class ServerPool:
                 try:
                     batch = work.get(timeout=0.1)
                 except queue.Empty:
-                    continue
+                    batch = state.straggler()
+                    if batch is None:
+                        continue
+                if not state.started(batch):
+                    continue  # answered already (a straggler's other copy)
+                began = time.monotonic()
                 try:
                     values = server.prompt_logprobs(self.model, batch.prompts)
                 except ServerUnavailable as exc:
                     failures += 1
                     batch.failures += 1
                     state.last_error[server_index] = str(exc)
-                    work.put(batch)
                     if batch.failures > (self.retries + 1) * len(self.servers):  # fails everywhere: not a dead server
                         results.put(("error", ServerError(
                             f"no scoring server could answer: {exc} (one request failed {batch.failures} times on "
                             f"{self.describe()})"), None))
                         return
+                    if state.failed(batch):
+                        work.put(batch)
                     if failures > self.retries:
                         return
                     stop.wait(backoff_s(failures))
@@ -108,7 +120,8 @@ class ServerPool:
                                  None))
                     return
                 failures = 0
-                results.put(("done", batch.index, values))
+                if state.finished(batch, time.monotonic() - began):
+                    results.put(("done", batch.index, values))
         finally:
             state.worker_ended(server_index)
 
@@ -118,13 +131,65 @@ class ServerPool:
 
 
 class _PoolState:
-    """Live workers per server (a worker ends after `retries + 1` transient failures in a row), and what each server
-    last said."""
+    """Shared by the workers: batches in flight (when sent, how many copies), done, how long batches take, live
+    workers per server (a worker ends after `retries + 1` transient failures in a row) and what each server last
+    said."""
 
     def __init__(self, workers_per_server: list[int]):
         self._lock = threading.Lock()
         self._live = list(workers_per_server)
+        self._in_flight: dict[int, tuple[_Batch, float, int]] = {}  # index → batch, first sent, copies in flight
+        self._resent: set[int] = set()
+        self._done: set[int] = set()
+        self._seconds: list[float] = []
         self.last_error: list[str | None] = [None] * len(workers_per_server)
+
+    def started(self, batch: _Batch) -> bool:
+        """Record a copy of `batch` going out; False when it is answered already."""
+        with self._lock:
+            if batch.index in self._done:
+                return False
+            _, sent, copies = self._in_flight.get(batch.index, (batch, time.monotonic(), 0))
+            self._in_flight[batch.index] = (batch, sent, copies + 1)
+            return True
+
+    def finished(self, batch: _Batch, seconds: float) -> bool:
+        """Record an answer; True for the first answer of the batch (the one to pass on)."""
+        with self._lock:
+            self._seconds.append(seconds)
+            if batch.index in self._done:
+                return False
+            self._done.add(batch.index)
+            self._in_flight.pop(batch.index, None)
+            return True
+
+    def failed(self, batch: _Batch) -> bool:
+        """Record a failed copy; True when the batch must go back on the queue (no other copy is still out)."""
+        with self._lock:
+            if batch.index in self._done:
+                return False
+            entry = self._in_flight.get(batch.index)
+            copies = entry[2] - 1 if entry else 0
+            if copies > 0:
+                self._in_flight[batch.index] = (batch, entry[1], copies)
+                return False
+            self._in_flight.pop(batch.index, None)
+            return True
+
+    def straggler(self) -> _Batch | None:
+        """The batch longest in flight, once past the straggler threshold and not re-sent before."""
+        with self._lock:
+            if not self._seconds:
+                return None
+            threshold = max(STRAGGLER_MIN_S, STRAGGLER_FACTOR * statistics.median(self._seconds))
+            now = time.monotonic()
+            late = [(sent, index) for index, (_, sent, _) in self._in_flight.items()
+                    if index not in self._resent and now - sent > threshold]
+            if not late:
+                return None
+            index = min(late)[1]
+            self._resent.add(index)
+            return self._in_flight[index][0]
 
     def worker_ended(self, i: int) -> None:
         with self._lock:
