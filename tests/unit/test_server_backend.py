@@ -188,3 +188,14 @@ def test_a_hung_server_does_not_hold_up_the_run(tiny_loaded, tiny_model, healthy
         assert time.monotonic() - started < 30
     finally:
         stuck.kill()
+
+
+def test_a_server_that_takes_one_prompt_per_request_gets_one(tiny_loaded, served):
+    served.set_fault("one_prompt")
+    try:
+        with pytest.warns(UserWarning, match="refused several prompts in one request; sending one prompt per request"):
+            scorer = backend(tiny_loaded.tokenizer, served.url, batch_size=4)
+        assert scorer.prompts_per_request == 1
+        assert len(scorer.loglikelihood(REQUESTS)) == len(REQUESTS)
+    finally:
+        served.set_fault("none")

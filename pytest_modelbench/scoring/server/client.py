@@ -37,6 +37,10 @@ class ServerUnavailable(ServerError):
     """A failure worth retrying: the server may answer later, or another server may take the work."""
 
 
+class ServerRefused(ServerError):
+    """The server answered that the request is invalid (HTTP 400, 422): not worth retrying as it is."""
+
+
 @dataclass(frozen=True)
 class ServedModel:
     """What `/v1/models` reports about the model a server serves."""
@@ -128,7 +132,8 @@ class CompletionsServer:
             detail = _error_detail(exc)
             if exc.code == 429 or exc.code >= 500:
                 raise ServerUnavailable(f"server {self.url}: HTTP {exc.code}{detail}") from None
-            raise ServerError(f"server {self.url}: HTTP {exc.code} for {path}{detail}") from None
+            kind = ServerRefused if exc.code in (400, 422) else ServerError
+            raise kind(f"server {self.url}: HTTP {exc.code} for {path}{detail}") from None
         except (http.client.HTTPException, OSError) as exc:  # refused, reset, dropped mid-answer, timed out
             reason = getattr(exc, "reason", None) or exc
             if isinstance(reason, (socket.timeout, TimeoutError)):

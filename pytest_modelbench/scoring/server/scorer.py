@@ -9,13 +9,14 @@ tokens as lm-eval scores them.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Sequence
 
 from pytest_modelbench.errors import RequestError, ServerError
 from pytest_modelbench.scoring.backend import BackendInfo, RequestBackend
 from pytest_modelbench.scoring.causal import DEFAULT_MAX_LENGTH, CausalTokenizer
 from pytest_modelbench.scoring.server import identity
-from pytest_modelbench.scoring.server.client import CompletionsServer, ServedModel, call_with_retries
+from pytest_modelbench.scoring.server.client import CompletionsServer, ServedModel, ServerRefused, call_with_retries
 from pytest_modelbench.scoring.server.pool import ServerPool
 
 DEFAULT_PROMPTS_PER_REQUEST = 16  # --batch-size auto
@@ -90,7 +91,12 @@ def connect(urls: Sequence[str], *, tokenizer, name: str, served_model: str | No
     if "max_length" in settings:
         prompt_limit = min(prompt_limit, settings["max_length"] + 1)
 
-    probes = [_probe(server, model, encoder, retries) for server in servers]
+    probed = [_probe(server, model, encoder, retries) for server in servers]
+    probes = [values for values, _ in probed]
+    if batch_size != 1 and not all(several for _, several in probed):
+        warnings.warn(f"pytest-modelbench: a scoring server refused several prompts in one request; sending one "
+                      f"prompt per request (--batch-size {batch_size} ignored)", stacklevel=2)
+        batch_size = 1
     for server, probe in zip(servers[1:], probes[1:]):
         if not identity.same_weights(probes[0], probe):
             raise ServerError(f"servers {servers[0]} and {server} both serve '{model}' but score the identity probe "
@@ -128,7 +134,16 @@ def _served(server: CompletionsServer, wanted: str | None, retries: int) -> Serv
     return models[0]
 
 
-def _probe(server: CompletionsServer, model: str, encoder: CausalTokenizer, retries: int) -> list[float]:
+def _probe(server: CompletionsServer, model: str, encoder: CausalTokenizer, retries: int) -> tuple[list[float], bool]:
+    """The probe's log-probabilities, and whether the server takes several prompts in one request (the probe is
+    sent as one request first, then prompt by prompt if the server refuses that)."""
     prompts = identity.probe_prompts(encoder.encode)
-    logprobs = call_with_retries(lambda: server.prompt_logprobs(model, prompts), retries)
-    return [value for values in logprobs for value in values]
+    try:
+        logprobs = call_with_retries(lambda: server.prompt_logprobs(model, prompts), retries)
+        several = True
+    except ServerError as exc:
+        if not isinstance(exc, ServerRefused):
+            raise
+        logprobs = [call_with_retries(lambda p=p: server.prompt_logprobs(model, [p]), retries)[0] for p in prompts]
+        several = False
+    return [value for values in logprobs for value in values], several
