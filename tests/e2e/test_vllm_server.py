@@ -20,8 +20,9 @@ from pytest_modelbench.scoring.server.scorer import connect
 from tests.fixtures import vllm_server
 from tests.fixtures.lmeval_references import Tolerance, loglikelihood_mismatches, reference_task
 
-# Largest difference measured on the full CrowS-Pairs English and ARC-fi runs was well inside this; see the module doc.
-SERVER = Tolerance(absolute=2e-4, relative=2e-5)
+# benchmarks/server_vs_local.py on all 1,508 CrowS-Pairs English pairs and 300 ARC-fi documents: largest |Δ| 2.4e-3
+# on one CrowS sentence of ll -79.95 (relative 3.0e-5), next 3.1e-4; ARC 9.4e-5 (relative 1.5e-5); no verdict changed.
+SERVER = Tolerance(absolute=2e-4, relative=5e-5)
 REFERENCES = {  # reference file → documents scored here (CI time: the benchmark runs them all)
     "lmeval_arc_challenge_mt_fi_0shot_limit40.json": 40,
     "lmeval_crows_pairs_english.json": 300,
