@@ -21,7 +21,8 @@ _UNSUPPORTED_LM_EVAL_KEYS = {
     "generation_kwargs", "repeats", "filter_list", "gen_prefix", "group", "group_alias", "task_list", "class",
 }
 _FEWSHOT_CONFIG_KEYS = {
-    "sampler", "split", "doc_to_text", "doc_to_target", "doc_to_choice", "target_delimiter", "fewshot_delimiter",
+    "sampler", "split", "samples", "doc_to_text", "doc_to_target", "doc_to_choice", "target_delimiter",
+    "fewshot_delimiter",
 }
 _SAMPLERS = {"default", "first_n"}
 _MARGIN_KEYS = {"absolute_margin", "relative_margin"}
@@ -67,6 +68,8 @@ class TaskConfig:
     fewshot_split: str | None = None
     fewshot_sampler: str = "default"
     fewshot_overrides: dict[str, Any] = field(default_factory=dict)
+    # fewshot_config.samples: inline few-shot documents, or a !function giving them (used when no split is named)
+    fewshot_samples: tuple[dict[str, Any], ...] | Callable[[], Any] | None = None
     num_fewshot: int | None = None
     description: str = ""
     doc_to_text: Any = None
@@ -92,6 +95,9 @@ class TaskConfig:
 
     @property
     def fewshot_pool_split(self) -> str | None:
+        """The split shots are drawn from; None with inline `fewshot_config.samples` (they come first)."""
+        if self.fewshot_split is None and self.fewshot_samples is not None:
+            return None
         return self.fewshot_split or self.training_split or self.validation_split or self.test_split
 
 
@@ -125,7 +131,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     if unsupported:
         raise TaskConfigError(f"{path}: key '{unsupported[0]}' is not supported by pytest-modelbench")
     known = {f for f in TaskConfig.__dataclass_fields__} | {"fewshot_config", "metadata", "modelbench"}
-    known -= {"source", "fewshot_sampler", "fewshot_overrides", "version", "category_field", "gate", "config_hash"}
+    known -= {"source", "fewshot_sampler", "fewshot_overrides", "fewshot_samples", "version", "category_field", "gate", "config_hash"}
     known -= {"categories", "masked_protocol"}
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -159,7 +165,10 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     if not isinstance(sampler, str) or sampler not in _SAMPLERS:
         raise TaskConfigError(f"{path}: key 'fewshot_config.sampler': unknown sampler {sampler!r} (use default or first_n)")
     _check_value_types(fewshot, path, prefix="fewshot_config.")
-    overrides = {k: resolve(f"fewshot_config.{k}", v) for k, v in fewshot.items() if k not in ("sampler", "split")}
+    overrides = {
+        k: resolve(f"fewshot_config.{k}", v) for k, v in fewshot.items() if k not in ("sampler", "split", "samples")
+    }
+    samples = _fewshot_samples(fewshot.get("samples"), path, resolve)
 
     tag = raw.get("tag") or ()
     if isinstance(tag, str):
@@ -205,6 +214,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         fewshot_split=raw.get("fewshot_split") or fewshot.get("split"),
         fewshot_sampler=sampler,
         fewshot_overrides=overrides,
+        fewshot_samples=samples,
         num_fewshot=num_fewshot,
         description=raw.get("description") or "",
         doc_to_text=resolve("doc_to_text", raw.get("doc_to_text")),
@@ -264,6 +274,17 @@ def _check_value_types(block: dict[str, Any], path: Path, prefix: str = "") -> N
             raise TaskConfigError(f"{path}: key '{prefix}{key}' must be a string, got {value!r}")
     if "process_docs" in block and not isinstance(block["process_docs"], FunctionRef):
         raise TaskConfigError(f"{path}: key '{prefix}process_docs' must be a '!function module.name' reference")
+
+
+def _fewshot_samples(value: Any, path: Path, resolve: Callable[[str, Any], Any]) -> Any:
+    """`fewshot_config.samples`: a non-empty list of documents (mappings), or a `!function` returning one."""
+    if value is None or isinstance(value, FunctionRef):
+        return resolve("fewshot_config.samples", value)
+    if not isinstance(value, list) or not value or not all(isinstance(doc, dict) for doc in value):
+        raise TaskConfigError(
+            f"{path}: key 'fewshot_config.samples' must be a non-empty list of documents (mappings) or a !function"
+        )
+    return tuple(value)
 
 
 def _check_metric_margins(block: Any, metric_names: set[str], path: Path) -> None:

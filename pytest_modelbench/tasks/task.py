@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
-from pytest_modelbench.errors import DatasetError, TaskConfigError
+from pytest_modelbench.errors import DatasetError, TaskCodeError, TaskConfigError
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.datasets import Split, load_split
 from pytest_modelbench.tasks.requests import DocumentRequests, FewshotSampler, RequestBuilder
@@ -47,17 +48,35 @@ def prepare_task(
 
 
 def _fewshot_sampler(config: TaskConfig, shots_per_doc: int, eval_split: Split, data_dir: Path | None) -> FewshotSampler:
-    pool_split = config.fewshot_pool_split
     where = f"{config.source}: task '{config.task}'"
-    if shots_per_doc and pool_split is None:
-        raise TaskConfigError(f"{where} asks for few-shot examples but has no split to draw them from")
     if not shots_per_doc:
         return FewshotSampler([], config.fewshot_sampler, exclude_eval_doc=False)
-    pool = eval_split.docs if pool_split == eval_split.name else load_split(config, pool_split, data_dir).docs
-    # lm-eval drops the evaluated document from its shots only when the few-shot split is the test split.
-    exclude_eval_doc = config.fewshot_split is not None and config.fewshot_split == config.test_split
+    pool_split = config.fewshot_pool_split
+    if pool_split is not None:
+        pool = eval_split.docs if pool_split == eval_split.name else load_split(config, pool_split, data_dir).docs
+        source = f"split '{pool_split}'"
+    elif config.fewshot_samples is not None:
+        pool, source = _inline_samples(config, where), "fewshot_config.samples"
+    else:
+        raise TaskConfigError(f"{where} asks for few-shot examples but has no split to draw them from")
+    # lm-eval drops the evaluated document from its shots (drawing one more) only when the few-shot split is the
+    # test split, which includes neither being named (inline samples or the training split, validation evaluated).
+    exclude_eval_doc = config.fewshot_split == config.test_split
     if shots_per_doc > len(pool) - exclude_eval_doc:
         raise TaskConfigError(
-            f"{where} asks for {shots_per_doc} few-shot examples but split '{pool_split}' has only {len(pool)} documents"
+            f"{where} asks for {shots_per_doc} few-shot examples but {source} has only {len(pool)} documents"
         )
     return FewshotSampler(pool, config.fewshot_sampler, exclude_eval_doc)
+
+
+def _inline_samples(config: TaskConfig, where: str) -> list:
+    """`fewshot_config.samples` as lm-eval reads it: the list itself, or what its !function returns."""
+    samples = config.fewshot_samples
+    if callable(samples):
+        try:
+            samples = samples()
+        except TaskCodeError as exc:
+            raise TaskConfigError(f"{where}: fewshot_config.samples: {exc}") from None
+        if not isinstance(samples, (list, tuple)) or not all(isinstance(doc, Mapping) for doc in samples):
+            raise TaskConfigError(f"{where}: fewshot_config.samples: the !function must return a list of documents")
+    return list(samples)
