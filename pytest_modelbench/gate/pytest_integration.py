@@ -59,7 +59,8 @@ from pytest_modelbench.gate.report import (
     properties,
     terminal_lines,
 )
-from pytest_modelbench.metrics.registry import METRICS, Margin
+from pytest_modelbench.metrics.generative import base_metric_name
+from pytest_modelbench.metrics.registry import Margin, resolve_metrics
 from pytest_modelbench.gate.syrupy_extension import (
     BaselineExtension,
     BaselineSite,
@@ -285,10 +286,10 @@ class GateSession:
         task_wide = {key: self._setting(key, getattr(yaml_gate, key))
                      for key in ("absolute_margin", "relative_margin", "alpha")}
         metric_margins = {}
-        for spec in task_config.metric_list:  # every name is a registered metric (resolve_metrics ran)
-            own = METRICS[spec.name].margin
-            yaml_metric = yaml_gate.metrics.get(spec.name, {})
-            metric_margins[spec.name] = Margin(**{
+        for metric in resolve_metrics(task_config):  # it ran at collection, so it does not raise here
+            own = metric.margin
+            yaml_metric = yaml_gate.metrics.get(base_metric_name(metric.name), {})
+            metric_margins[metric.name] = Margin(**{
                 field_name: _first(
                     self._setting(key, yaml_metric.get(key)),
                     task_wide[key], getattr(own, field_name),

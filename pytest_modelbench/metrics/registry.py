@@ -121,6 +121,10 @@ METRICS: dict[str, Metric] = {
 
 def resolve_metrics(config: TaskConfig) -> tuple[Metric, ...]:
     """The task's metric_list as metrics; an unknown name is an error naming the file."""
+    if config.output_type == "generate_until":
+        from pytest_modelbench.metrics.generative import generative_metrics  # it builds on this module
+
+        return generative_metrics(config)
     unknown = [spec.name for spec in config.metric_list if spec.name not in METRICS]
     if unknown:
         raise TaskConfigError(

@@ -1,7 +1,8 @@
 """The one seam between an evaluation and whatever produces its log-likelihoods.
 
 A backend scores a prepared task (`score_task`: one value per (document, choice), documents in order) and loose
-(context, continuation) requests (`loglikelihood`), and says what it is (`describe`): the baseline provenance and the
+(context, continuation) requests (`loglikelihood`), answers a generate_until task (`generate_task`: one greedy
+generation per document, in order; a backend that cannot raises ModelLoadError saying so), and says what it is (`describe`): the baseline provenance and the
 score cache identify the weights from that. The runner (runner.py) picks the backend from the options; the local
 causal and masked scorers (sharded or not) and the server scorer implement it. No backend knows about the gate or
 pytest.
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
+
+from pytest_modelbench.errors import ModelLoadError
 
 
 @dataclass(frozen=True)
@@ -23,10 +26,18 @@ class BackendInfo:
     scorer_kwargs: dict[str, Any] = field(default_factory=dict)  # --model-args the scorer itself consumes
 
 
+def generation_unsupported(backend: str) -> ModelLoadError:
+    """The error of a backend that cannot run generate_until tasks yet."""
+    return ModelLoadError(f"generate_until tasks are not supported by the {backend} backend yet; run them on a local "
+                          "causal LM")
+
+
 class Backend(Protocol):
     def score_task(self, prepared) -> list[float]: ...
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]: ...
+
+    def generate_task(self, prepared) -> list[str]: ...
 
     def describe(self) -> BackendInfo: ...
 

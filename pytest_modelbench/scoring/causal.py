@@ -134,6 +134,22 @@ class CausalLMScorer:
         return self.loglikelihood(task_requests(prepared), documents=requests_per_document(prepared),
                                   label=prepared.config.task)
 
+    def generate_task(self, prepared) -> list[str]:
+        """Greedy answers of a generate_until task, one per document (scoring/generation.py). Not cached: the score
+        cache holds numbers only."""
+        from pytest_modelbench.scoring.generation import context_limit, generate_greedy
+        from pytest_modelbench.scoring.progress import ScoringProgress
+
+        settings = prepared.config.generation
+        limit = context_limit(self.max_length, settings)
+        contexts = [self.encoder.encode(doc.context)[-limit:] for doc in prepared.documents]
+        longest = max(len(context) for context in contexts) + settings.max_gen_toks
+        progress = ScoringProgress(self.progress, prepared.config.task, [1] * len(contexts))
+        answers = generate_greedy(self.model, self.encoder.tokenizer, self.device, contexts, settings,
+                                  self._resolve_batch_size(longest), progress.requests_done)
+        progress.finish()
+        return answers
+
     def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,
                       label: str = "scoring") -> list[float]:
         """`documents`: requests per document, in order (for progress); without it each request counts as one."""

@@ -12,13 +12,15 @@ from typing import Any, Callable
 
 from pytest_modelbench.document_rules import DocumentRules
 from pytest_modelbench.errors import TaskCodeError, TaskConfigError
+from pytest_modelbench.metrics.filters import NO_FILTER, FilterPipeline, filter_pipelines
+from pytest_modelbench.tasks.generation_settings import GenerationSettings, generation_settings
 from pytest_modelbench.tasks.templates import template_problem
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, read_yaml_file
 
 # lm-eval keys that this engine does not implement: refusing them beats silently scoring something else.
 _UNSUPPORTED_LM_EVAL_KEYS = {
     "custom_dataset", "process_results", "use_prompt", "doc_to_image", "doc_to_audio", "unsafe_code",
-    "generation_kwargs", "repeats", "filter_list", "gen_prefix", "group", "group_alias", "task_list", "class",
+    "repeats", "gen_prefix", "group", "group_alias", "task_list", "class",
 }
 _FEWSHOT_CONFIG_KEYS = {
     "sampler", "split", "samples", "doc_to_text", "doc_to_target", "doc_to_choice", "target_delimiter",
@@ -32,6 +34,7 @@ _MODELBENCH_KEYS = {"category_field", "gate"}
 _MODELBENCH_KEYS |= {"categories", "required_fields", "exclude", "masked_protocol"}
 _MASKED_PROTOCOLS = ("pll", "pll_shared")
 # Keys that do not change what is scored, so editing them does not invalidate a baseline.
+_OUTPUT_TYPES = ("multiple_choice", "generate_until")
 _NOT_SCORING_KEYS = {"tag", "task_alias", "should_decontaminate", "doc_to_decontamination_query"}
 
 
@@ -79,6 +82,8 @@ class TaskConfig:
     fewshot_delimiter: str = "\n\n"
     output_type: str = "multiple_choice"
     metric_list: tuple[MetricSpec, ...] = (MetricSpec("acc"), MetricSpec("acc_norm"))
+    generation: GenerationSettings | None = None  # generate_until only: stop sequences and token budget
+    filters: tuple[FilterPipeline, ...] = NO_FILTER  # generate_until only: filter_list
     process_docs: Callable[[Any], Any] | None = None
     should_decontaminate: bool = False
     doc_to_decontamination_query: str | None = None
@@ -132,22 +137,27 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         raise TaskConfigError(f"{path}: key '{unsupported[0]}' is not supported by pytest-modelbench")
     known = {f for f in TaskConfig.__dataclass_fields__} | {"fewshot_config", "metadata", "modelbench"}
     known -= {"source", "fewshot_sampler", "fewshot_overrides", "fewshot_samples", "version", "category_field", "gate", "config_hash"}
-    known -= {"categories", "masked_protocol"}
+    known -= {"categories", "masked_protocol", "generation", "filters"}
+    known |= {"generation_kwargs", "filter_list"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise TaskConfigError(f"{path}: unknown key '{unknown[0]}'")
     task = raw.get("task")
     if not isinstance(task, str) or not task:
         raise TaskConfigError(f"{path}: key 'task' must be a task name")
-    if raw.get("output_type", "multiple_choice") != "multiple_choice":
+    output_type = raw.get("output_type", "multiple_choice")
+    if output_type not in _OUTPUT_TYPES:
         raise TaskConfigError(
-            f"{path}: key 'output_type': only 'multiple_choice' is supported, found {raw['output_type']!r}"
+            f"{path}: key 'output_type': only {' and '.join(_OUTPUT_TYPES)} are supported, found {output_type!r}"
         )
-    for key in ("doc_to_text", "doc_to_choice"):
+    generative = output_type == "generate_until"
+    required = ("doc_to_text", "doc_to_target") if generative else ("doc_to_text", "doc_to_choice", "doc_to_target")
+    for key in required:
         if raw.get(key) is None:
-            raise TaskConfigError(f"{path}: key '{key}' is required for a multiple_choice task")
-    if raw.get("doc_to_target") is None:
-        raise TaskConfigError(f"{path}: key 'doc_to_target' is required for a multiple_choice task")
+            raise TaskConfigError(f"{path}: key '{key}' is required for a {output_type} task")
+    for key in ("generation_kwargs", "filter_list"):
+        if key in raw and not generative:
+            raise TaskConfigError(f"{path}: key '{key}' applies to generate_until tasks only")
     _check_value_types(raw, path)
 
     def resolve(key: str, value: Any) -> Any:
@@ -193,9 +203,10 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         problem = None if key == "metrics" else gate_value_problem(key, value)
         if problem:
             raise TaskConfigError(f"{path}: key 'modelbench.gate.{key}' {problem}")
-    metric_specs = _metric_specs(raw.get("metric_list"), path)
+    metric_specs = _metric_specs(raw.get("metric_list"), path, generative)
     _check_metric_margins(gate.get("metrics"), {spec.name for spec in metric_specs}, path)
 
+    fewshot_delimiter = raw.get("fewshot_delimiter", "\n\n")
     num_fewshot = raw.get("num_fewshot")
     if num_fewshot is not None and (not isinstance(num_fewshot, int) or num_fewshot < 0):
         raise TaskConfigError(f"{path}: key 'num_fewshot' must be a non-negative integer")
@@ -221,8 +232,11 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         doc_to_target=resolve("doc_to_target", raw.get("doc_to_target")),
         doc_to_choice=resolve("doc_to_choice", raw.get("doc_to_choice")),
         target_delimiter=raw.get("target_delimiter", " "),
-        fewshot_delimiter=raw.get("fewshot_delimiter", "\n\n"),
+        fewshot_delimiter=fewshot_delimiter,
+        output_type=output_type,
         metric_list=metric_specs,
+        generation=generation_settings(raw.get("generation_kwargs"), fewshot_delimiter, path) if generative else None,
+        filters=filter_pipelines(raw.get("filter_list"), path) if generative else NO_FILTER,
         process_docs=_document_rules(modelbench, path, task, resolve("process_docs", raw.get("process_docs"))),
         should_decontaminate=bool(raw.get("should_decontaminate", False)),
         doc_to_decontamination_query=raw.get("doc_to_decontamination_query"),
@@ -347,9 +361,9 @@ def _document_rules(block: dict[str, Any], path: Path, task: str, process_docs: 
     )
 
 
-def _metric_specs(metric_list: Any, path: Path) -> tuple[MetricSpec, ...]:
-    if metric_list is None:
-        return TaskConfig.metric_list
+def _metric_specs(metric_list: Any, path: Path, generative: bool) -> tuple[MetricSpec, ...]:
+    if metric_list is None:  # lm-eval's defaults per output type
+        return (MetricSpec("exact_match"),) if generative else TaskConfig.metric_list
     if not isinstance(metric_list, list) or not metric_list:
         raise TaskConfigError(f"{path}: key 'metric_list' must be a non-empty list")
     specs = []

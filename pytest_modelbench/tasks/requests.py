@@ -15,13 +15,14 @@ FEWSHOT_SEED = 1234
 
 @dataclass(frozen=True)
 class DocumentRequests:
-    """One evaluated document: its shared context and one continuation per choice."""
+    """One evaluated document: its shared context and one continuation per choice; for a generate_until task no
+    continuations, and `gold` is the reference text (a tuple of texts when several are accepted)."""
 
     doc_id: int
     context: str
     choices: tuple[str, ...]
     continuations: tuple[str, ...]
-    gold: int | tuple[int, ...]
+    gold: int | tuple[int, ...] | str | tuple[str, ...]
     category: str | None
     doc: Mapping[str, Any]
 
@@ -69,17 +70,32 @@ class RequestBuilder:
         for shot in shots:
             context += self._shot(shot, f"{where} (few-shot example)")
         context += self.resolver.text(config.doc_to_text, doc, where)
+        target = self.resolver.target(config.doc_to_target, doc, where)
+        if config.output_type == "generate_until":
+            return DocumentRequests(doc_id, context, (), (), self._reference(target, doc, where),
+                                    self._category(doc, where), doc)
         choices = self.resolver.choices(config.doc_to_choice, doc, where)
-        gold = self._gold(self.resolver.target(config.doc_to_target, doc, where), choices, where)
         return DocumentRequests(
             doc_id=doc_id,
             context=context,
             choices=tuple(choices),
             continuations=tuple(config.target_delimiter + choice for choice in choices),
-            gold=gold,
+            gold=self._gold(target, choices, where),
             category=self._category(doc, where),
             doc=doc,
         )
+
+    def _reference(self, target: Any, doc: Mapping[str, Any], where: str) -> str | tuple[str, ...]:
+        """What a generation is scored against (lm-eval): with doc_to_choice the target indexes the choices; a list
+        is several references (any one matches); anything else as text."""
+        if self.config.doc_to_choice is not None:
+            choices = self.resolver.choices(self.config.doc_to_choice, doc, where)
+            if isinstance(target, (list, str)):
+                raise DocumentError(f"{where}: with doc_to_choice the target must be a choice index, got {target!r}")
+            return choices[self._gold(target, choices, where)]
+        if isinstance(target, list):
+            return tuple(str(reference) for reference in target)
+        return str(target)
 
     def _description(self, doc: Mapping[str, Any], where: str) -> str:
         description = self.config.description
@@ -94,7 +110,7 @@ class RequestBuilder:
         target = self.resolver.target(self.shot_target, shot, where)
         if isinstance(target, list):
             target = target[0]
-        if isinstance(target, int):
+        if isinstance(target, int) and self.shot_choice is not None:
             choices = self.resolver.choices(self.shot_choice, shot, where)
             answer = choices[self._gold(target, choices, where)]
         else:

@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from pytest_modelbench.errors import RequestError, ServerError
-from pytest_modelbench.scoring.backend import BackendInfo, requests_per_document, task_requests
+from pytest_modelbench.scoring.backend import (
+    BackendInfo, generation_unsupported, requests_per_document, task_requests,
+)
 from pytest_modelbench.scoring.causal import DEFAULT_MAX_LENGTH, CausalTokenizer
 from pytest_modelbench.scoring.server import identity
 from pytest_modelbench.scoring.server.client import CompletionsServer, ServedModel, call_with_retries
@@ -38,6 +40,9 @@ class ServerScorer:
 
     def describe(self) -> BackendInfo:
         return self.info
+
+    def generate_task(self, prepared) -> list[str]:
+        raise generation_unsupported("scoring server (--server-url)")
 
     def score_task(self, prepared) -> list[float]:
         return self.loglikelihood(task_requests(prepared), documents=requests_per_document(prepared),
