@@ -29,7 +29,7 @@ _FEWSHOT_CONFIG_KEYS = {
 _SAMPLERS = {"default", "first_n"}
 _MARGIN_KEYS = {"absolute_margin", "relative_margin"}
 _GATE_KEYS = _MARGIN_KEYS | {"alpha", "metrics"}
-_MODELBENCH_KEYS = {"category_field", "gate"}
+_MODELBENCH_KEYS = {"category_field", "gate", "limit"}
 # Bias-suite keys of the `modelbench:` block (document_rules.py; masked_protocol: scoring/masked.py).
 _MODELBENCH_KEYS |= {"categories", "required_fields", "exclude", "masked_protocol"}
 _MASKED_PROTOCOLS = ("pll", "pll_shared")
@@ -91,6 +91,7 @@ class TaskConfig:
     category_field: str | None = None
     categories: tuple[str, ...] | None = None  # modelbench.categories: every one is reported, empty ones as empty
     masked_protocol: str = "pll"  # modelbench.masked_protocol: how a masked LM scores the choices
+    limit: int | None = None  # modelbench.limit: only the first N documents of the evaluated split (as --limit N)
     gate: GateTolerance = GateTolerance()
     config_hash: str = ""
 
@@ -137,7 +138,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         raise TaskConfigError(f"{path}: key '{unsupported[0]}' is not supported by pytest-modelbench")
     known = {f for f in TaskConfig.__dataclass_fields__} | {"fewshot_config", "metadata", "modelbench"}
     known -= {"source", "fewshot_sampler", "fewshot_overrides", "fewshot_samples", "version", "category_field", "gate", "config_hash"}
-    known -= {"categories", "masked_protocol", "generation", "filters"}
+    known -= {"categories", "masked_protocol", "generation", "filters", "limit"}
     known |= {"generation_kwargs", "filter_list"}
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -244,6 +245,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         category_field=modelbench.get("category_field"),
         categories=_string_list(modelbench, "categories", path),
         masked_protocol=_masked_protocol(modelbench, path),
+        limit=_document_limit(modelbench, path),
         gate=GateTolerance(**{**gate, "metrics": gate.get("metrics") or {}}),
         config_hash=_config_hash(raw),
     )
@@ -329,6 +331,13 @@ def _string_list(block: dict[str, Any], key: str, path: Path) -> tuple[str, ...]
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
         raise TaskConfigError(f"{path}: key 'modelbench.{key}' must be a non-empty list of strings")
     return tuple(value)
+
+
+def _document_limit(block: dict[str, Any], path: Path) -> int | None:
+    value = block.get("limit")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise TaskConfigError(f"{path}: key 'modelbench.limit' must be a positive integer, got {value!r}")
+    return value
 
 
 def _masked_protocol(block: dict[str, Any], path: Path) -> str:

@@ -35,6 +35,7 @@ def prepare_task(
     if eval_split_name is None:
         raise TaskConfigError(f"{config.source}: task '{config.task}' needs 'test_split' or 'validation_split'")
     eval_split = load_split(config, eval_split_name, data_dir)
+    limit = min((n for n in (limit, config.limit) if n is not None), default=None)  # --limit within modelbench.limit
     docs = eval_split.docs if limit is None else eval_split.docs[:limit]
     if not docs:  # the gate would compare nothing and pass
         after = " (after process_docs and the modelbench row rules)" if config.process_docs is not None else ""

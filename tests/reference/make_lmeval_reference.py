@@ -84,6 +84,8 @@ CROWS_CATEGORIES = [
     "age", "disability", "gender", "nationality", "physical_appearance",
     "race_color", "religion", "sexual_orientation", "socioeconomic",
 ]
+GEN_TASKS = ("arc_challenge_letter", "arc_challenge_letter_3shot")  # suites/arc_gen
+GEN_LIMIT = 20
 BANGLA_YAML = {  # task -> lm-eval file name
     "bangla_mmlu": "bangla_mmlu.yaml",
     "boolqa_bn": "bangla_boolqa.yaml",
@@ -175,7 +177,28 @@ def build_include_dirs(boolqa_answer: str = "bool") -> dict[str, pathlib.Path]:
         encoding="utf-8",
     )
     dirs["crows_pairs"] = d
+
+    # arc_gen: our shipped generate_until suite, without its pytest-modelbench-only `modelbench:` block
+    d = inc / "arc_gen"
+    d.mkdir(parents=True)
+    for task in GEN_TASKS:
+        src = without_modelbench_block((REPO / "suites" / "arc_gen" / f"{task}.yaml").read_text(encoding="utf-8"))
+        (d / f"{task}.yaml").write_text(relocate_yaml(src, "json", files), encoding="utf-8")
+    dirs["arc_gen"] = d
     return dirs
+
+
+def without_modelbench_block(text: str) -> str:
+    """Drop the top-level `modelbench:` mapping (lm-eval's TaskConfig refuses unknown keys) and comments."""
+    out, inside = [], False
+    for line in text.split("\n"):
+        if line.startswith("modelbench:"):
+            inside = True
+        elif inside and line and not line.startswith(" "):
+            inside = False
+        if not inside and not line.startswith("#"):
+            out.append(line)
+    return "\n".join(out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -399,7 +422,40 @@ def run_crows(dirs) -> None:
     })
 
 
-RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows}
+def generation_records(samples: list[dict]) -> list[dict]:
+    """--log_samples writes one line per (document, filter): regroup them per document."""
+    by_doc: dict[int, dict] = {}
+    for s in sorted(samples, key=lambda s: s["doc_id"]):
+        (args,) = s["arguments"].values()
+        rec = by_doc.setdefault(s["doc_id"], {
+            "doc_id": s["doc_id"], "context": args["arg_0"], "gen_kwargs": args["arg_1"],
+            "generation": s["resps"][0][0], "target": s["target"], "filtered": {}, "exact_match": {},
+        })
+        assert rec["generation"] == s["resps"][0][0]
+        rec["filtered"][s["filter"]] = s["filtered_resps"][0]
+        rec["exact_match"][s["filter"]] = s["exact_match"]
+    return list(by_doc.values())
+
+
+def run_gen(dirs) -> None:
+    """suites/arc_gen's generate_until tasks: raw generation, filtered answers and exact match per document."""
+    d = dirs["arc_gen"]
+    cmd, elapsed = run_lm_eval(list(GEN_TASKS), d, SCRATCH / "out" / "gen", None, GEN_LIMIT)
+    results, samples = read_outputs(SCRATCH / "out" / "gen")
+    for task in GEN_TASKS:
+        recs = generation_records(samples[task])
+        yaml_text = (d / f"{task}.yaml").read_text(encoding="utf-8")
+        res = {k: v for k, v in results["results"][task].items() if "," in k}
+        write_json(f"{task}_limit{GEN_LIMIT}", {
+            "provenance": {**provenance(cmd, results["n-shot"][task], GEN_LIMIT, len(recs), elapsed, results),
+                           "data_sha256": data_sha256(yaml_text)},
+            "task_yaml": yaml_text,
+            "results": res,
+            "samples": recs,
+        })
+
+
+RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows, "gen": run_gen}
 REPACK = False
 
 
