@@ -85,12 +85,32 @@ def test_function_tag_refused_without_permission(tmp_path):
 
 
 def test_unsupported_output_type_and_lm_eval_keys(tmp_path):
-    path = write(tmp_path, "g.yaml", BASE.replace("multiple_choice", "generate_until"))
+    path = write(tmp_path, "g.yaml", BASE.replace("multiple_choice", "loglikelihood_rolling"))
     with pytest.raises(TaskConfigError, match="output_type"):
         load_task_config(path)
     path = write(tmp_path, "f.yaml", BASE + "filter_list: []\n")
-    with pytest.raises(TaskConfigError, match="'filter_list' is not supported"):
+    with pytest.raises(TaskConfigError, match="'filter_list' applies to generate_until tasks only"):
         load_task_config(path)
+    path = write(tmp_path, "r.yaml", BASE + "repeats: 2\n")
+    with pytest.raises(TaskConfigError, match="'repeats' is not supported"):
+        load_task_config(path)
+
+
+def test_generate_until_defaults_as_lm_eval(tmp_path):
+    text = BASE.replace("multiple_choice", "generate_until").replace('doc_to_choice: "{{choices}}"\n', "")
+    config = load_task_config(write(tmp_path, "g.yaml", text + 'fewshot_delimiter: "###"\n'))
+    assert (config.output_type, config.generation.until, config.generation.max_gen_toks) == (
+        "generate_until", ("###",), 256)
+    assert [f.name for f in config.filters] == ["none"]
+    assert [m.name for m in config.metric_list] == ["exact_match"]
+    with pytest.raises(TaskConfigError, match="'generation_kwargs' applies to generate_until tasks only"):
+        load_task_config(write(tmp_path, "m.yaml", BASE + "generation_kwargs: {until: [x]}\n"))
+
+
+def test_modelbench_limit(tmp_path):
+    assert load_task_config(write(tmp_path, "l.yaml", BASE + "modelbench:\n  limit: 5\n")).limit == 5
+    with pytest.raises(TaskConfigError, match="'modelbench.limit' must be a positive integer"):
+        load_task_config(write(tmp_path, "z.yaml", BASE + "modelbench:\n  limit: 0\n"))
 
 
 def test_yaml_1_1_booleans_and_defaults(tmp_path):

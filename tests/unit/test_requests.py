@@ -191,3 +191,9 @@ def test_no_test_split_and_no_fewshot_split_draws_one_extra_shot_as_lm_eval_does
     for doc, row in zip(prepare_task(config, num_fewshot=2).documents, splits["validation"]):
         shots = [s for s in rnd.sample(splits["train"], 3) if s != row][:2]
         assert doc.context.startswith("".join(f"Question: {s['q']}\nAnswer: t{s['q'][1]}\n\n" for s in shots))
+
+
+def test_modelbench_limit_caps_the_documents_and_a_smaller_limit_wins(tmp_path):
+    config, _ = make_task(tmp_path, "modelbench:\n  limit: 2\n")
+    assert [len(prepare_task(config, limit=n).documents) for n in (None, 1, 3)] == [2, 1, 2]
+    assert prepare_task(config).limit == 2  # recorded in the baseline provenance like --limit
