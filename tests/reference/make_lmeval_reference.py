@@ -446,7 +446,7 @@ def run_gen(dirs) -> None:
         recs = generation_records(samples[task])
         yaml_text = (d / f"{task}.yaml").read_text(encoding="utf-8")
         res = {k: v for k, v in results["results"][task].items() if "," in k}
-        write_json(f"{task}_limit{GEN_LIMIT}", {
+        write_json(f"gen_{task}_limit{GEN_LIMIT}", {
             "provenance": {**provenance(cmd, results["n-shot"][task], GEN_LIMIT, len(recs), elapsed, results),
                            "data_sha256": data_sha256(yaml_text)},
             "task_yaml": yaml_text,
