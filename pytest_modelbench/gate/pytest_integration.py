@@ -76,6 +76,7 @@ ERROR_CONTROL = ("session", "task")  # --gate-error-control: whose false-block r
 _MARGIN_KEYS = {"absolute_margin": "absolute", "relative_margin": "relative"}
 CAUSAL_PROTOCOL = "causal-lm loglikelihood, lm-eval 0.4.13 request rules"
 MASKED_PROTOCOL = "masked-lm pseudo-log-likelihood"
+GENERATION_PROTOCOL = "causal-lm greedy generation, lm-eval 0.4.13 generate_until rules"
 PACKAGES = ("pytest-modelbench", "torch", "transformers", "tokenizers", "datasets", "numpy")
 EXIT_STATUS_FAIL_UNUSED = 1  # as syrupy
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
@@ -163,14 +164,16 @@ def _package_versions() -> dict[str, str]:
 def scoring_protocol(evaluation: Any, backend: Any) -> str:
     """How the numbers were produced; a baseline scored under another protocol is not comparable.
 
-    An explicit `scoring_protocol` carried by the evaluation wins; otherwise the model type (causal
-    log-likelihood or masked pseudo-log-likelihood, with the task's masked protocol) and the scorer's knobs
-    from --model-args (add_bos_token, prefix_token_id, max_length).
+    An explicit `scoring_protocol` carried by the evaluation wins; otherwise what was run (causal log-likelihood,
+    masked pseudo-log-likelihood with the task's masked protocol, or greedy generation) and the scorer's knobs from
+    --model-args (add_bos_token, prefix_token_id, max_length).
     """
     explicit = getattr(evaluation, "scoring_protocol", None) or getattr(evaluation.prepared, "scoring_protocol", None)
     if explicit:
         return str(explicit)
-    if getattr(backend, "model_type", "causal") == "masked":
+    if getattr(evaluation, "generations", None) is not None:
+        base = GENERATION_PROTOCOL
+    elif getattr(backend, "model_type", "causal") == "masked":
         masked = getattr(evaluation.prepared.config, "masked_protocol", None) or "pll"
         base = f"{MASKED_PROTOCOL} ({masked})"
     else:

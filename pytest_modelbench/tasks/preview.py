@@ -1,4 +1,5 @@
-"""A prepared task as text: each document's context, continuations and gold answer, exactly as they are scored.
+"""A prepared task as text: each document's context, continuations and gold answer (for a generate_until task the
+reference answer), exactly as they are scored.
 
 The context is shown verbatim, one `|` line per line of text; continuations are quoted as Python strings, so that the
 target delimiter (usually a leading space) and any stray whitespace are visible.
@@ -31,6 +32,9 @@ def document_lines(doc: DocumentRequests) -> list[str]:
         lines += [f"      {CONTEXT_MARK} {line}" for line in doc.context.split("\n")]
     else:
         lines.append("      (empty: each continuation is scored on its own)")
+    if not doc.continuations:  # generate_until: the model answers; this is what the answer is scored against
+        lines.append(f"    target: {doc.gold!r}")
+        return lines
     lines.append("    continuations:")
     golds = set(doc.gold) if isinstance(doc.gold, tuple) else {doc.gold}
     for i, continuation in enumerate(doc.continuations):

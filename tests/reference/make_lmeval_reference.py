@@ -15,6 +15,7 @@ Scratch venv (what produced the committed files; Python 3.11, CPU only, no Huggi
 
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py            # all runs
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py crows      # a subset
+    /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py gen        # generate_until
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py --repack   # re-pack only
 
 Wall time on the 2-core dev box (shared with other jobs): arc ~23 min, bangla ~17 min, crows ~2 h
@@ -46,6 +47,12 @@ change is the dataset location: ``dataset_path: json`` (``csv`` for CrowS-Pairs)
 CrowS-Pairs subtask YAMLs are copied verbatim; their ``!function utils.*`` tags resolve to a
 one-line ``utils.py`` that re-exports ``lm_eval.tasks.crows_pairs.utils`` (so lm-eval's logic is used
 unchanged).  The include copies carry lm-eval's task names and override the built-in ones.
+
+* ``gen``: this project's own ``suites/arc_gen`` generate_until YAMLs (ARC-Challenge answered as a letter), with
+  their pytest-modelbench-only ``modelbench:`` block removed, on the same ARC-Challenge files, ``--limit 20``.
+  Output ``lmeval_gen_<task>_limit20.json``: provenance, task_yaml, results (lm-eval's ``exact_match,<filter>`` keys)
+  and per document: context, gen_kwargs, the raw generation, target, filtered answer and exact match per filter.
+  Wall time: 90 s (2026-11-30).
 
 Output: ``tests/reference/lmeval_<run>.json`` = {provenance, task_yaml (the relocated YAML actually
 used), results (lm-eval's ``<metric>,none`` keys without the filter suffix), samples: [{doc_id,
