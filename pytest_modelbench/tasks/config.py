@@ -34,7 +34,22 @@ _MODELBENCH_KEYS = {"category_field", "gate", "limit"}
 _MODELBENCH_KEYS |= {"categories", "required_fields", "exclude", "masked_protocol"}
 _MASKED_PROTOCOLS = ("pll", "pll_shared")
 # Keys that do not change what is scored, so editing them does not invalidate a baseline.
-_OUTPUT_TYPES = ("multiple_choice", "generate_until")
+_OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood_rolling")
+# lm-eval's keys each output type needs, and its default metric_list (api/registry.py DEFAULT_METRIC_REGISTRY).
+_REQUIRED_KEYS = {
+    "multiple_choice": ("doc_to_text", "doc_to_choice", "doc_to_target"),
+    "generate_until": ("doc_to_text", "doc_to_target"),
+    "loglikelihood_rolling": ("doc_to_target",),
+}
+# lm-eval's aggregations of the rolling metrics (metrics/perplexity.py); every other metric is a mean.
+_WEIGHTED_AGGREGATIONS = {
+    "word_perplexity": "weighted_perplexity", "byte_perplexity": "weighted_perplexity", "bits_per_byte": "bits_per_byte",
+}
+_DEFAULT_METRICS = {
+    "multiple_choice": ("acc", "acc_norm"),
+    "generate_until": ("exact_match",),
+    "loglikelihood_rolling": ("word_perplexity", "byte_perplexity", "bits_per_byte"),
+}
 _NOT_SCORING_KEYS = {"tag", "task_alias", "should_decontaminate", "doc_to_decontamination_query"}
 
 
@@ -149,11 +164,10 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     output_type = raw.get("output_type", "multiple_choice")
     if output_type not in _OUTPUT_TYPES:
         raise TaskConfigError(
-            f"{path}: key 'output_type': only {' and '.join(_OUTPUT_TYPES)} are supported, found {output_type!r}"
+            f"{path}: key 'output_type': only {', '.join(_OUTPUT_TYPES)} are supported, found {output_type!r}"
         )
     generative = output_type == "generate_until"
-    required = ("doc_to_text", "doc_to_target") if generative else ("doc_to_text", "doc_to_choice", "doc_to_target")
-    for key in required:
+    for key in _REQUIRED_KEYS[output_type]:
         if raw.get(key) is None:
             raise TaskConfigError(f"{path}: key '{key}' is required for a {output_type} task")
     for key in ("generation_kwargs", "filter_list"):
@@ -204,7 +218,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         problem = None if key == "metrics" else gate_value_problem(key, value)
         if problem:
             raise TaskConfigError(f"{path}: key 'modelbench.gate.{key}' {problem}")
-    metric_specs = _metric_specs(raw.get("metric_list"), path, generative)
+    metric_specs = _metric_specs(raw.get("metric_list"), path, output_type)
     _check_metric_margins(gate.get("metrics"), {spec.name for spec in metric_specs}, path)
 
     fewshot_delimiter = raw.get("fewshot_delimiter", "\n\n")
@@ -370,20 +384,24 @@ def _document_rules(block: dict[str, Any], path: Path, task: str, process_docs: 
     )
 
 
-def _metric_specs(metric_list: Any, path: Path, generative: bool) -> tuple[MetricSpec, ...]:
-    if metric_list is None:  # lm-eval's defaults per output type
-        return (MetricSpec("exact_match"),) if generative else TaskConfig.metric_list
+def _metric_specs(metric_list: Any, path: Path, output_type: str) -> tuple[MetricSpec, ...]:
+    if metric_list is None:
+        return tuple(MetricSpec(name) for name in _DEFAULT_METRICS[output_type])
     if not isinstance(metric_list, list) or not metric_list:
         raise TaskConfigError(f"{path}: key 'metric_list' must be a non-empty list")
     specs = []
     for i, entry in enumerate(metric_list):
         if not isinstance(entry, dict) or not isinstance(entry.get("metric"), str):
             raise TaskConfigError(f"{path}: key 'metric_list[{i}]' needs a 'metric' name")
-        aggregation = entry.get("aggregation", "mean")
-        if aggregation != "mean":  # the engine would report the mean anyway: refuse rather than mislabel
-            raise TaskConfigError(f"{path}: key 'metric_list[{i}].aggregation': only 'mean' is supported, got {aggregation!r}")
+        # Each metric is reported with its own aggregation: refuse another one rather than mislabel it.
+        own = _WEIGHTED_AGGREGATIONS.get(entry["metric"], "mean")
+        aggregation = entry.get("aggregation", own)
+        if aggregation != own:
+            raise TaskConfigError(
+                f"{path}: key 'metric_list[{i}].aggregation': only '{own}' is supported, got {aggregation!r}"
+            )
         options = {k: v for k, v in entry.items() if k not in ("metric", "aggregation", "higher_is_better")}
-        specs.append(MetricSpec(entry["metric"], entry.get("aggregation", "mean"), entry.get("higher_is_better"), options))
+        specs.append(MetricSpec(entry["metric"], aggregation, entry.get("higher_is_better"), options))
     return tuple(specs)
 
 

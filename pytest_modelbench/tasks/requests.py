@@ -15,8 +15,9 @@ FEWSHOT_SEED = 1234
 
 @dataclass(frozen=True)
 class DocumentRequests:
-    """One evaluated document: its shared context and one continuation per choice; for a generate_until task no
-    continuations, and `gold` is the reference text (a tuple of texts when several are accepted)."""
+    """One evaluated document: its shared context and one continuation per choice. No continuations for a
+    generate_until task (`gold` is the reference text, a tuple of texts when several are accepted) nor for a
+    loglikelihood_rolling one (`gold` is the text whose log-likelihood is scored, the context is empty)."""
 
     doc_id: int
     context: str
@@ -66,6 +67,11 @@ class RequestBuilder:
 
     def build(self, doc_id: int, doc: Mapping[str, Any], shots: Sequence[Mapping[str, Any]]) -> DocumentRequests:
         config, where = self.config, self.where(doc_id)
+        if config.output_type == "loglikelihood_rolling":  # lm-eval scores the target text alone: no prompt
+            text = self.resolver.target(config.doc_to_target, doc, where)
+            if not isinstance(text, str):
+                raise DocumentError(f"{where}: a loglikelihood_rolling target must be text, got {text!r}")
+            return DocumentRequests(doc_id, "", (), (), text, self._category(doc, where), doc)
         context = self._description(doc, where)
         for shot in shots:
             context += self._shot(shot, f"{where} (few-shot example)")

@@ -111,3 +111,5 @@ def test_masked_and_server_backends_refuse_generation():
     for backend in (MaskedLMScorer, ServerScorer):
         with pytest.raises(ModelLoadError, match="generate_until tasks are not supported by the"):
             backend.generate_task(object(), None)
+        with pytest.raises(ModelLoadError, match="loglikelihood_rolling tasks are not supported by the"):
+            backend.rolling_loglikelihood_task(object(), None)

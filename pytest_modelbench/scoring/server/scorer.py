@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from pytest_modelbench.errors import RequestError, ServerError
 from pytest_modelbench.scoring.backend import (
-    BackendInfo, generation_unsupported, requests_per_document, task_requests,
+    BackendInfo, output_type_unsupported, requests_per_document, task_requests,
 )
 from pytest_modelbench.scoring.causal import DEFAULT_MAX_LENGTH, CausalTokenizer
 from pytest_modelbench.scoring.server import identity
@@ -42,7 +42,10 @@ class ServerScorer:
         return self.info
 
     def generate_task(self, prepared) -> list[str]:
-        raise generation_unsupported("scoring server (--server-url)")
+        raise output_type_unsupported("generate_until", "scoring server (--server-url)")
+
+    def rolling_loglikelihood_task(self, prepared) -> list[float]:
+        raise output_type_unsupported("loglikelihood_rolling", "scoring server (--server-url)")
 
     def score_task(self, prepared) -> list[float]:
         return self.loglikelihood(task_requests(prepared), documents=requests_per_document(prepared),
