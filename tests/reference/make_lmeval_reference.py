@@ -93,6 +93,8 @@ CROWS_CATEGORIES = [
 ]
 GEN_TASKS = ("arc_challenge_letter", "arc_challenge_letter_3shot")  # suites/arc_gen
 GEN_LIMIT = 20
+ROLLING_TASK = "arc_challenge_question_ppl"  # suites/perplexity
+ROLLING_MAX_LENGTH = 16  # so that most questions span several rolling windows
 BANGLA_YAML = {  # task -> lm-eval file name
     "bangla_mmlu": "bangla_mmlu.yaml",
     "boolqa_bn": "bangla_boolqa.yaml",
@@ -192,6 +194,13 @@ def build_include_dirs(boolqa_answer: str = "bool") -> dict[str, pathlib.Path]:
         src = without_modelbench_block((REPO / "suites" / "arc_gen" / f"{task}.yaml").read_text(encoding="utf-8"))
         (d / f"{task}.yaml").write_text(relocate_yaml(src, "json", files), encoding="utf-8")
     dirs["arc_gen"] = d
+
+    # perplexity: our shipped loglikelihood_rolling task, the same way
+    d = inc / "perplexity"
+    d.mkdir(parents=True)
+    src = without_modelbench_block((REPO / "suites" / "perplexity" / f"{ROLLING_TASK}.yaml").read_text(encoding="utf-8"))
+    (d / f"{ROLLING_TASK}.yaml").write_text(relocate_yaml(src, "json", files), encoding="utf-8")
+    dirs["perplexity"] = d
     return dirs
 
 
@@ -212,7 +221,7 @@ def without_modelbench_block(text: str) -> str:
 # running lm-eval and re-packing its output
 
 def run_lm_eval(tasks: list[str], include: pathlib.Path, outdir: pathlib.Path, num_fewshot: int | None,
-                limit: int | None, extra: list[str] = ()) -> tuple[list[str], float]:
+                limit: int | None, extra: list[str] = (), model_args: str = "") -> tuple[list[str], float]:
     sidecar = outdir.with_suffix(".run.json")
     if REPACK:  # re-read a previous run's output instead of running lm-eval again
         meta = json.loads(sidecar.read_text(encoding="utf-8"))
@@ -222,7 +231,7 @@ def run_lm_eval(tasks: list[str], include: pathlib.Path, outdir: pathlib.Path, n
     outdir.parent.mkdir(parents=True, exist_ok=True)
     cmd = [
         "lm_eval", "run", "--model", "hf",
-        "--model_args", f"pretrained={GGUF_DIR},gguf_file={GGUF_FILE},dtype=float32",
+        "--model_args", f"pretrained={GGUF_DIR},gguf_file={GGUF_FILE},dtype=float32{model_args}",
         "--tasks", ",".join(tasks),
         "--include_path", str(include),
         "--device", "cpu", "--batch_size", "1",
@@ -462,7 +471,27 @@ def run_gen(dirs) -> None:
         })
 
 
-RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows, "gen": run_gen}
+def run_rolling(dirs) -> None:
+    """suites/perplexity's loglikelihood_rolling task with max_length=16: per-document text log-likelihoods."""
+    d = dirs["perplexity"]
+    cmd, elapsed = run_lm_eval([ROLLING_TASK], d, SCRATCH / "out" / "rolling", None, GEN_LIMIT,
+                               model_args=f",max_length={ROLLING_MAX_LENGTH}")
+    results, samples = read_outputs(SCRATCH / "out" / "rolling")
+    recs = [{"doc_id": s["doc_id"], "text": s["arguments"]["gen_args_0"]["arg_0"],
+             "loglikelihood": float(s["resps"][0][0]),
+             "metrics": {m: s[m] for m in ("word_perplexity", "byte_perplexity", "bits_per_byte")}}
+            for s in sorted(samples[ROLLING_TASK], key=lambda s: s["doc_id"])]
+    yaml_text = (d / f"{ROLLING_TASK}.yaml").read_text(encoding="utf-8")
+    write_json(f"rolling_{ROLLING_TASK}_maxlen{ROLLING_MAX_LENGTH}_limit{GEN_LIMIT}", {
+        "provenance": {**provenance(cmd, 0, GEN_LIMIT, len(recs), elapsed, results),
+                       "max_length": ROLLING_MAX_LENGTH, "data_sha256": data_sha256(yaml_text)},
+        "task_yaml": yaml_text,
+        "results": strip_results(results["results"][ROLLING_TASK]),
+        "samples": recs,
+    })
+
+
+RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows, "gen": run_gen, "rolling": run_rolling}
 REPACK = False
 
 
