@@ -1,4 +1,5 @@
-"""The baseline gate on a generate_until task: exact match per filter pipeline, paired per document (McNemar)."""
+"""The baseline gate on a generate_until task (exact match per filter pipeline, paired per document: McNemar) and on a
+loglikelihood_rolling task (perplexities: paired bootstrap re-applying lm-eval's weighted aggregates)."""
 
 from __future__ import annotations
 
@@ -36,14 +37,14 @@ modelbench:
 """
 
 
-def greedy_answers(model_path, prompts):
+def greedy_answers(model_path, prompts, new_tokens=3):
     from pytest_modelbench.scoring.generation import generate_greedy
     from pytest_modelbench.scoring.loading import load_model, resolve_model_source
     from pytest_modelbench.tasks.generation_settings import GenerationSettings
 
     loaded = load_model(resolve_model_source(str(model_path)), dtype="float32")
     contexts = [loaded.tokenizer.encode(prompt) for prompt in prompts]
-    return generate_greedy(loaded.model, loaded.tokenizer, "cpu", contexts, GenerationSettings((), 3), 8)
+    return generate_greedy(loaded.model, loaded.tokenizer, "cpu", contexts, GenerationSettings((), new_tokens), 8)
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +79,34 @@ def test_exact_match_drop_fails_the_gate_and_the_same_model_passes(pytester, tin
     bad_answers = greedy_answers(bad_model, PROMPTS)
     assert [s["generation"] for s in samples] == bad_answers
     assert [s["filtered"]["lower"] for s in samples] == [answer.lower() for answer in bad_answers]
+
+
+ROLLING_YAML = """
+task: ppl_probe
+dataset_path: json
+dataset_kwargs:
+  data_files: {test: data.jsonl}
+test_split: test
+output_type: loglikelihood_rolling
+doc_to_target: text
+"""
+
+
+def test_perplexity_rise_fails_the_gate(pytester, tiny_model, bad_model):
+    # Texts tiny_model writes itself (greedy): likely under it, unlikely under the other seed's weights.
+    texts = [prompt + answer for prompt, answer in zip(PROMPTS, greedy_answers(tiny_model, PROMPTS, new_tokens=12))]
+    suite = pytester.path / "suites" / "ppl"
+    suite.mkdir(parents=True)
+    (suite / "data.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    (suite / "ppl_probe.yaml").write_text(textwrap.dedent(ROLLING_YAML), encoding="utf-8")
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    run_gate(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=1)
+    run_gate(pytester, tiny_model).assert_outcomes(passed=1)
+
+    junit = pytester.path / "junit.xml"
+    result = run_gate(pytester, bad_model, f"--junitxml={junit}")
+    result.assert_outcomes(failed=1)
+    entries = gate_entries(junit)["ppl_probe"]
+    assert entries[("byte_perplexity", None)] == entries[("bits_per_byte", None)] == "regressed"
+    # A random model's word perplexity is astronomically large: the bootstrap cannot bound it, which is not a pass.
+    assert entries[("word_perplexity", None)] in ("regressed", "inconclusive")
