@@ -20,7 +20,7 @@ from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, r
 # lm-eval keys that this engine does not implement: refusing them beats silently scoring something else.
 _UNSUPPORTED_LM_EVAL_KEYS = {
     "custom_dataset", "process_results", "use_prompt", "doc_to_image", "doc_to_audio", "unsafe_code",
-    "repeats", "gen_prefix", "group", "group_alias", "task_list", "class",
+    "gen_prefix", "group", "group_alias", "task_list", "class",
 }
 _FEWSHOT_CONFIG_KEYS = {
     "sampler", "split", "samples", "doc_to_text", "doc_to_target", "doc_to_choice", "target_delimiter",
@@ -154,7 +154,9 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     known = {f for f in TaskConfig.__dataclass_fields__} | {"fewshot_config", "metadata", "modelbench"}
     known -= {"source", "fewshot_sampler", "fewshot_overrides", "fewshot_samples", "version", "category_field", "gate", "config_hash"}
     known -= {"categories", "masked_protocol", "generation", "filters", "limit"}
-    known |= {"generation_kwargs", "filter_list"}
+    # repeats: greedy decoding answers every repeat alike, and each filter maps responses one by one before the
+    # first is taken, so generating once gives lm-eval's result; it is read (and part of the config hash) only.
+    known |= {"generation_kwargs", "filter_list", "repeats"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise TaskConfigError(f"{path}: unknown key '{unknown[0]}'")
@@ -170,7 +172,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     for key in _REQUIRED_KEYS[output_type]:
         if raw.get(key) is None:
             raise TaskConfigError(f"{path}: key '{key}' is required for a {output_type} task")
-    for key in ("generation_kwargs", "filter_list"):
+    for key in ("generation_kwargs", "filter_list", "repeats"):
         if key in raw and not generative:
             raise TaskConfigError(f"{path}: key '{key}' applies to generate_until tasks only")
     _check_value_types(raw, path)
@@ -221,6 +223,9 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     metric_specs = _metric_specs(raw.get("metric_list"), path, output_type)
     _check_metric_margins(gate.get("metrics"), {spec.name for spec in metric_specs}, path)
 
+    repeats = raw.get("repeats", 1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise TaskConfigError(f"{path}: key 'repeats' must be a positive integer, got {repeats!r}")
     fewshot_delimiter = raw.get("fewshot_delimiter", "\n\n")
     num_fewshot = raw.get("num_fewshot")
     if num_fewshot is not None and (not isinstance(num_fewshot, int) or num_fewshot < 0):

@@ -1,7 +1,7 @@
 """A generate_until task's `generation_kwargs`, read with lm-eval 0.4.13's defaults; only greedy decoding is run.
 
 lm-eval's rules: without `generation_kwargs` the task stops at its `fewshot_delimiter` and generates at most 256
-tokens; with them but without `until`, `until` is `[fewshot_delimiter]`; a string `until` is a one-item list. The
+tokens (`max_gen_toks`, or its aliases max_new_tokens, max_tokens, max_completion_tokens, in that order); with them but without `until`, `until` is `[fewshot_delimiter]`; a string `until` is a one-item list. The
 model's end-of-sequence token is added as a stop by the scorer. `do_sample: true`, or a non-zero `temperature` without
 `do_sample: false` (lm-eval then samples), are refused: a gate needs the same answer on every run.
 """
@@ -15,8 +15,10 @@ from typing import Any
 from pytest_modelbench.errors import TaskConfigError
 
 DEFAULT_MAX_GEN_TOKS = 256
+# lm-eval's names for the token budget, first found wins (models/utils.py normalize_gen_kwargs).
+_MAX_TOKEN_KEYS = ("max_gen_toks", "max_new_tokens", "max_tokens", "max_completion_tokens")
 # Keys read here; top_p and top_k only shape sampling, so greedy decoding ignores them (as transformers does).
-_KNOWN_KEYS = {"until", "max_gen_toks", "do_sample", "temperature", "top_p", "top_k"}
+_KNOWN_KEYS = {"until", "do_sample", "temperature", "top_p", "top_k", *_MAX_TOKEN_KEYS}
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,10 @@ def generation_settings(value: Any, fewshot_delimiter: str, path: Path) -> Gener
         until = [until]
     if not isinstance(until, list) or not all(isinstance(stop, str) for stop in until):
         raise TaskConfigError(f"{path}: key 'generation_kwargs.until' must be a string or a list of strings")
-    max_gen_toks = value.get("max_gen_toks", DEFAULT_MAX_GEN_TOKS)
+    key = next((key for key in _MAX_TOKEN_KEYS if value.get(key) is not None), "max_gen_toks")
+    max_gen_toks = value.get(key, DEFAULT_MAX_GEN_TOKS)
     if isinstance(max_gen_toks, bool) or not isinstance(max_gen_toks, int) or max_gen_toks < 1:
-        raise TaskConfigError(f"{path}: key 'generation_kwargs.max_gen_toks' must be a positive integer")
+        raise TaskConfigError(f"{path}: key 'generation_kwargs.{key}' must be a positive integer")
     return GenerationSettings(tuple(until), max_gen_toks)
 
 

@@ -85,15 +85,17 @@ def test_function_tag_refused_without_permission(tmp_path):
 
 
 def test_unsupported_output_type_and_lm_eval_keys(tmp_path):
-    path = write(tmp_path, "g.yaml", BASE.replace("multiple_choice", "loglikelihood_rolling"))
+    path = write(tmp_path, "g.yaml", BASE.replace("multiple_choice", "loglikelihood"))
     with pytest.raises(TaskConfigError, match="output_type"):
         load_task_config(path)
     path = write(tmp_path, "f.yaml", BASE + "filter_list: []\n")
     with pytest.raises(TaskConfigError, match="'filter_list' applies to generate_until tasks only"):
         load_task_config(path)
-    path = write(tmp_path, "r.yaml", BASE + "repeats: 2\n")
-    with pytest.raises(TaskConfigError, match="'repeats' is not supported"):
+    path = write(tmp_path, "r.yaml", BASE + "gen_prefix: x\n")
+    with pytest.raises(TaskConfigError, match="'gen_prefix' is not supported"):
         load_task_config(path)
+    with pytest.raises(TaskConfigError, match="'repeats' applies to generate_until tasks only"):
+        load_task_config(write(tmp_path, "p.yaml", BASE + "repeats: 2\n"))
 
 
 def test_generate_until_defaults_as_lm_eval(tmp_path):
@@ -103,6 +105,10 @@ def test_generate_until_defaults_as_lm_eval(tmp_path):
         "generate_until", ("###",), 256)
     assert [f.name for f in config.filters] == ["none"]
     assert [m.name for m in config.metric_list] == ["exact_match"]
+    repeated = load_task_config(write(tmp_path, "r.yaml", text + "repeats: 5\ngeneration_kwargs: {max_new_tokens: 9}\n"))
+    assert repeated.generation.max_gen_toks == 9  # lm-eval's alias; repeats add nothing under greedy decoding
+    with pytest.raises(TaskConfigError, match="'repeats' must be a positive integer"):
+        load_task_config(write(tmp_path, "z.yaml", text + "repeats: 0\n"))
     with pytest.raises(TaskConfigError, match="'generation_kwargs' applies to generate_until tasks only"):
         load_task_config(write(tmp_path, "m.yaml", BASE + "generation_kwargs: {until: [x]}\n"))
 
