@@ -1,5 +1,5 @@
 """A prepared task as text: each document's context, continuations and gold answer (for a generate_until task the
-reference answer), exactly as they are scored.
+reference answer; for a loglikelihood_rolling task the text), exactly as they are scored.
 
 The context is shown verbatim, one `|` line per line of text; continuations are quoted as Python strings, so that the
 target delimiter (usually a leading space) and any stray whitespace are visible.
@@ -27,6 +27,8 @@ def preview_lines(prepared: PreparedTask) -> list[str]:
 
 def document_lines(doc: DocumentRequests) -> list[str]:
     category = f", category {doc.category}" if doc.category is not None else ""
+    if not doc.context and not doc.continuations:  # loglikelihood_rolling: the text alone is scored
+        return [f"  document {doc.doc_id}{category}", f"    text: {doc.gold!r}"]
     lines = [f"  document {doc.doc_id}{category}", "    context:"]
     if doc.context:
         lines += [f"      {CONTEXT_MARK} {line}" for line in doc.context.split("\n")]

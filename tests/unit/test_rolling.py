@@ -84,3 +84,12 @@ def test_rolling_metric_lists_are_checked(tmp_path):
     assert [spec.name for spec in config.metric_list] == ["word_perplexity"]
     with pytest.raises(TaskConfigError, match="only 'bits_per_byte' is supported, got 'mean'"):
         write_rolling_task(tmp_path, "metric_list:\n  - metric: bits_per_byte\n    aggregation: mean\n")
+
+
+def test_a_target_that_is_not_text_names_the_document(tmp_path):
+    from pytest_modelbench.errors import DocumentError
+
+    config = write_rolling_task(tmp_path)
+    (tmp_path / "test.jsonl").write_text('{"text": 7}\n{"text": 8}\n', encoding="utf-8")
+    with pytest.raises(DocumentError, match="document 0: a loglikelihood_rolling target must be text, got 7"):
+        prepare_task(config)
