@@ -29,8 +29,9 @@ from tests.fixtures.lmeval_references import (
     tolerance_for,
 )
 
+# generate_until and loglikelihood_rolling references: test_lmeval_generation_parity.py, test_lmeval_rolling_parity.py
 MC_REFERENCES = sorted(p.name for p in REFERENCE_DIR.glob("lmeval_*.json") if "crows" not in p.name
-                       and not p.name.startswith("lmeval_gen_"))  # generate_until: test_lmeval_generation_parity.py
+                       and not p.name.startswith(("lmeval_gen_", "lmeval_rolling_")))
 
 
 @pytest.fixture(scope="module")
