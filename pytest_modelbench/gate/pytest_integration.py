@@ -165,8 +165,8 @@ def scoring_protocol(evaluation: Any, backend: Any) -> str:
     """How the numbers were produced; a baseline scored under another protocol is not comparable.
 
     An explicit `scoring_protocol` carried by the evaluation wins; otherwise what was run (causal log-likelihood,
-    masked pseudo-log-likelihood with the task's masked protocol, or greedy generation) and the scorer's knobs from
-    --model-args (add_bos_token, prefix_token_id, max_length).
+    masked pseudo-log-likelihood with the task's masked protocol, or greedy generation), the scorer's knobs from
+    --model-args (add_bos_token, prefix_token_id, max_length) and the prompt format (--apply-chat-template, ...).
     """
     explicit = getattr(evaluation, "scoring_protocol", None) or getattr(evaluation.prepared, "scoring_protocol", None)
     if explicit:
@@ -179,7 +179,8 @@ def scoring_protocol(evaluation: Any, backend: Any) -> str:
     else:
         base = CAUSAL_PROTOCOL
     knobs = "".join(f"; {k}={v}" for k, v in sorted((getattr(backend, "scorer_kwargs", None) or {}).items()))
-    return base + knobs
+    prompt = getattr(evaluation.prepared, "prompt_label", "")  # chat template, system instruction
+    return base + knobs + (f"; {prompt}" if prompt else "")
 
 
 class GateSession:

@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_modelbench.errors import DocumentError
 from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.prompt_format import PLAIN_TEXT, PromptFormat, Shot
 from pytest_modelbench.tasks.templates import DocResolver, render
 
 FEWSHOT_SEED = 1234
@@ -52,8 +53,9 @@ class FewshotSampler:
 
 
 class RequestBuilder:
-    def __init__(self, config: TaskConfig, field_names: set[str]):
+    def __init__(self, config: TaskConfig, field_names: set[str], prompt_format: PromptFormat = PLAIN_TEXT):
         self.config = config
+        self.prompt_format = prompt_format
         self.resolver = DocResolver(field_names, has_choices=config.doc_to_choice is not None)
         overrides = config.fewshot_overrides
         self.shot_text = overrides.get("doc_to_text", config.doc_to_text)
@@ -72,10 +74,10 @@ class RequestBuilder:
             if not isinstance(text, str):
                 raise DocumentError(f"{where}: a loglikelihood_rolling target must be text, got {text!r}")
             return DocumentRequests(doc_id, "", (), (), text, self._category(doc, where), doc)
-        context = self._description(doc, where)
-        for shot in shots:
-            context += self._shot(shot, f"{where} (few-shot example)")
-        context += self.resolver.text(config.doc_to_text, doc, where)
+        context = self.prompt_format.context(
+            self._description(doc, where), [self._shot(shot, f"{where} (few-shot example)") for shot in shots],
+            self.resolver.text(config.doc_to_text, doc, where), config.fewshot_delimiter,
+        )
         target = self.resolver.target(config.doc_to_target, doc, where)
         if config.output_type == "generate_until":
             return DocumentRequests(doc_id, context, (), (), self._reference(target, doc, where),
@@ -85,7 +87,8 @@ class RequestBuilder:
             doc_id=doc_id,
             context=context,
             choices=tuple(choices),
-            continuations=tuple(config.target_delimiter + choice for choice in choices),
+            continuations=tuple(self.prompt_format.continuation_delimiter(config.target_delimiter) + choice
+                                for choice in choices),
             gold=self._gold(target, choices, where),
             category=self._category(doc, where),
             doc=doc,
@@ -111,7 +114,7 @@ class RequestBuilder:
             return str(doc[description])
         return render(description, doc, where)
 
-    def _shot(self, shot: Mapping[str, Any], where: str) -> str:
+    def _shot(self, shot: Mapping[str, Any], where: str) -> Shot:
         question = self.resolver.text(self.shot_text, shot, where)
         target = self.resolver.target(self.shot_target, shot, where)
         if isinstance(target, list):
@@ -121,9 +124,7 @@ class RequestBuilder:
             answer = choices[self._gold(target, choices, where)]
         else:
             answer = "" if target is None else str(target)
-        if not answer:
-            return question
-        return question + self.shot_target_delimiter + answer + self.shot_fewshot_delimiter
+        return Shot(question, answer, self.shot_target_delimiter, self.shot_fewshot_delimiter)
 
     @staticmethod
     def _gold(target: Any, choices: list[str], where: str) -> int | tuple[int, ...]:

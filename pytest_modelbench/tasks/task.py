@@ -9,6 +9,7 @@ from typing import Mapping
 from pytest_modelbench.errors import DatasetError, TaskCodeError, TaskConfigError
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.datasets import Split, load_split
+from pytest_modelbench.tasks.prompt_format import PLAIN_TEXT, PromptFormat
 from pytest_modelbench.tasks.requests import DocumentRequests, FewshotSampler, RequestBuilder
 
 
@@ -19,6 +20,7 @@ class PreparedTask:
     num_fewshot: int
     limit: int | None
     data_fingerprint: str
+    prompt_label: str = ""  # the prompt format (chat template, system instruction) as the provenance records it
 
 
 def effective_num_fewshot(config: TaskConfig, override: int | None) -> int:
@@ -29,8 +31,10 @@ def effective_num_fewshot(config: TaskConfig, override: int | None) -> int:
 
 
 def prepare_task(
-    config: TaskConfig, *, data_dir: Path | None = None, num_fewshot: int | None = None, limit: int | None = None
+    config: TaskConfig, *, data_dir: Path | None = None, num_fewshot: int | None = None, limit: int | None = None,
+    prompt_format: PromptFormat = PLAIN_TEXT,
 ) -> PreparedTask:
+    """`prompt_format`: plain text, or a chat template (--apply-chat-template, tasks/prompt_format.py)."""
     eval_split_name = config.eval_split
     if eval_split_name is None:
         raise TaskConfigError(f"{config.source}: task '{config.task}' needs 'test_split' or 'validation_split'")
@@ -43,9 +47,9 @@ def prepare_task(
 
     shots_per_doc = effective_num_fewshot(config, num_fewshot)
     sampler = _fewshot_sampler(config, shots_per_doc, eval_split, data_dir)
-    builder = RequestBuilder(config, eval_split.field_names)
+    builder = RequestBuilder(config, eval_split.field_names, prompt_format)
     documents = [builder.build(doc_id, doc, sampler.shots(doc, shots_per_doc)) for doc_id, doc in enumerate(docs)]
-    return PreparedTask(config, documents, shots_per_doc, limit, eval_split.fingerprint)
+    return PreparedTask(config, documents, shots_per_doc, limit, eval_split.fingerprint, prompt_format.label)
 
 
 def _fewshot_sampler(config: TaskConfig, shots_per_doc: int, eval_split: Split, data_dir: Path | None) -> FewshotSampler:

@@ -93,6 +93,7 @@ CROWS_CATEGORIES = [
 ]
 GEN_TASKS = ("arc_challenge_letter", "arc_challenge_letter_3shot")  # suites/arc_gen
 GEN_LIMIT = 20
+CHAT_SYSTEM_INSTRUCTION = "Answer with the letter of the correct choice."
 ROLLING_TASK = "arc_challenge_question_ppl"  # suites/perplexity
 ROLLING_MAX_LENGTH = 16  # so that most questions span several rolling windows
 BANGLA_YAML = {  # task -> lm-eval file name
@@ -491,7 +492,28 @@ def run_rolling(dirs) -> None:
     })
 
 
-RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows, "gen": run_gen, "rolling": run_rolling}
+def run_chat(dirs) -> None:
+    """suites/arc_gen with --apply_chat_template (shots as turns, lm-eval's CLI default) and --system_instruction."""
+    d = dirs["arc_gen"]
+    limit = 5
+    cmd, elapsed = run_lm_eval(list(GEN_TASKS), d, SCRATCH / "out" / "chat", None, limit,
+                               ["--apply_chat_template", "--system_instruction", CHAT_SYSTEM_INSTRUCTION])
+    results, samples = read_outputs(SCRATCH / "out" / "chat")
+    for task in GEN_TASKS:
+        recs = generation_records(samples[task])
+        yaml_text = (d / f"{task}.yaml").read_text(encoding="utf-8")
+        write_json(f"chat_{task}_limit{limit}", {
+            "provenance": {**provenance(cmd, results["n-shot"][task], limit, len(recs), elapsed, results),
+                           "apply_chat_template": True, "fewshot_as_multiturn": True,
+                           "system_instruction": CHAT_SYSTEM_INSTRUCTION, "data_sha256": data_sha256(yaml_text)},
+            "task_yaml": yaml_text,
+            "results": {k: v for k, v in results["results"][task].items() if "," in k},
+            "samples": recs,
+        })
+
+
+RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows, "gen": run_gen, "rolling": run_rolling,
+        "chat": run_chat}
 REPACK = False
 
 
