@@ -337,9 +337,9 @@ def write_json(name: str, obj: dict) -> pathlib.Path:
 
 
 def do_mc_run(name_of: dict[str, str], include: pathlib.Path, yaml_file: dict[str, pathlib.Path],
-              num_fewshot: int | None, limit: int | None, tag: str) -> None:
+              num_fewshot: int | None, limit: int | None, tag: str, extra: list[str] = ()) -> None:
     tasks = list(name_of)
-    cmd, elapsed = run_lm_eval(tasks, include, SCRATCH / "out" / tag, num_fewshot, limit)
+    cmd, elapsed = run_lm_eval(tasks, include, SCRATCH / "out" / tag, num_fewshot, limit, extra)
     results, samples = read_outputs(SCRATCH / "out" / tag)
     for task, outname in name_of.items():
         res = strip_results(results["results"][task])
@@ -512,8 +512,15 @@ def run_chat(dirs) -> None:
         })
 
 
+def run_chat_mc(dirs) -> None:
+    """arc_challenge_mt_fi (multiple choice), 2-shot, with --apply_chat_template and --system_instruction."""
+    y = {"arc_challenge_mt_fi": dirs["arc_mt"] / "arc_challenge_mt_fi.yaml"}
+    do_mc_run({"arc_challenge_mt_fi": "chat_arc_challenge_mt_fi_2shot_limit5"}, dirs["arc_mt"], y, 2, 5, "chat_mc",
+              ["--apply_chat_template", "--system_instruction", CHAT_SYSTEM_INSTRUCTION])
+
+
 RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows, "gen": run_gen, "rolling": run_rolling,
-        "chat": run_chat}
+        "chat": run_chat, "chat_mc": run_chat_mc}
 REPACK = False
 
 
