@@ -110,3 +110,17 @@ def test_perplexity_rise_fails_the_gate(pytester, tiny_model, bad_model):
     assert entries[("byte_perplexity", None)] == entries[("bits_per_byte", None)] == "regressed"
     # A random model's word perplexity is astronomically large: the bootstrap cannot bound it, which is not a pass.
     assert entries[("word_perplexity", None)] in ("regressed", "inconclusive")
+
+
+def test_chat_template_options_end_to_end_refusals(pytester, tiny_model):
+    suite = pytester.path / "suites" / "gen"
+    suite.mkdir(parents=True)
+    (suite / "data.jsonl").write_text(json.dumps({"prompt": "Q", "answer": "x", "kind": "a"}) + "\n", encoding="utf-8")
+    (suite / f"{TASK}.yaml").write_text(textwrap.dedent(YAML), encoding="utf-8")
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    result = run_gate(pytester, tiny_model, "--apply-chat-template")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*--apply-chat-template: the model's tokenizer has no chat template*"])
+    result = run_gate(pytester, tiny_model, "--fewshot-as-multiturn=true")
+    assert result.ret == 4  # usage error
+    result.stderr.fnmatch_lines(["*--fewshot-as-multiturn true needs --apply-chat-template*"])
