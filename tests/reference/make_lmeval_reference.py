@@ -337,7 +337,8 @@ def write_json(name: str, obj: dict) -> pathlib.Path:
 
 
 def do_mc_run(name_of: dict[str, str], include: pathlib.Path, yaml_file: dict[str, pathlib.Path],
-              num_fewshot: int | None, limit: int | None, tag: str, extra: list[str] = ()) -> None:
+              num_fewshot: int | None, limit: int | None, tag: str, extra: list[str] = (),
+              extra_provenance: dict | None = None) -> None:
     tasks = list(name_of)
     cmd, elapsed = run_lm_eval(tasks, include, SCRATCH / "out" / tag, num_fewshot, limit, extra)
     results, samples = read_outputs(SCRATCH / "out" / tag)
@@ -348,7 +349,7 @@ def do_mc_run(name_of: dict[str, str], include: pathlib.Path, yaml_file: dict[st
         yaml_text = yaml_file[task].read_text(encoding="utf-8")
         write_json(outname, {
             "provenance": {**provenance(cmd, results["n-shot"][task], limit, len(recs), elapsed, results),
-                           "data_sha256": data_sha256(yaml_text)},
+                           **(extra_provenance or {}), "data_sha256": data_sha256(yaml_text)},
             "task_yaml": yaml_text,
             "results": res,
             "samples": recs,
@@ -497,7 +498,8 @@ def run_chat(dirs) -> None:
     d = dirs["arc_gen"]
     limit = 5
     cmd, elapsed = run_lm_eval(list(GEN_TASKS), d, SCRATCH / "out" / "chat", None, limit,
-                               ["--apply_chat_template", "--system_instruction", CHAT_SYSTEM_INSTRUCTION])
+                               ["--apply_chat_template", "--system_instruction", CHAT_SYSTEM_INSTRUCTION],
+              {"apply_chat_template": True, "fewshot_as_multiturn": True, "system_instruction": CHAT_SYSTEM_INSTRUCTION})
     results, samples = read_outputs(SCRATCH / "out" / "chat")
     for task in GEN_TASKS:
         recs = generation_records(samples[task])
@@ -516,7 +518,8 @@ def run_chat_mc(dirs) -> None:
     """arc_challenge_mt_fi (multiple choice), 2-shot, with --apply_chat_template and --system_instruction."""
     y = {"arc_challenge_mt_fi": dirs["arc_mt"] / "arc_challenge_mt_fi.yaml"}
     do_mc_run({"arc_challenge_mt_fi": "chat_arc_challenge_mt_fi_2shot_limit5"}, dirs["arc_mt"], y, 2, 5, "chat_mc",
-              ["--apply_chat_template", "--system_instruction", CHAT_SYSTEM_INSTRUCTION])
+              ["--apply_chat_template", "--system_instruction", CHAT_SYSTEM_INSTRUCTION],
+              {"apply_chat_template": True, "fewshot_as_multiturn": True, "system_instruction": CHAT_SYSTEM_INSTRUCTION})
 
 
 RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows, "gen": run_gen, "rolling": run_rolling,
