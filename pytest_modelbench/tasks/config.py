@@ -152,7 +152,8 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     if unsupported:
         raise TaskConfigError(f"{path}: key '{unsupported[0]}' is not supported by pytest-modelbench")
     known = {f for f in TaskConfig.__dataclass_fields__} | {"fewshot_config", "metadata", "modelbench"}
-    known -= {"source", "fewshot_sampler", "fewshot_overrides", "fewshot_samples", "version", "category_field", "gate", "config_hash"}
+    known -= {"source", "fewshot_sampler", "fewshot_overrides", "fewshot_samples", "version", "category_field", "gate"}
+    known -= {"config_hash"}
     known -= {"categories", "masked_protocol", "generation", "filters", "limit"}
     # repeats: greedy decoding answers every repeat alike, and each filter maps responses one by one before the
     # first is taken, so generating once gives lm-eval's result; it is read (and part of the config hash) only.

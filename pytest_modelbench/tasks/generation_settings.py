@@ -1,8 +1,9 @@
 """A generate_until task's `generation_kwargs`, read with lm-eval 0.4.13's defaults; only greedy decoding is run.
 
 lm-eval's rules: without `generation_kwargs` the task stops at its `fewshot_delimiter` and generates at most 256
-tokens (`max_gen_toks`, or its aliases max_new_tokens, max_tokens, max_completion_tokens, in that order); with them but without `until`, `until` is `[fewshot_delimiter]`; a string `until` is a one-item list. The
-model's end-of-sequence token is added as a stop by the scorer. `do_sample: true`, or a non-zero `temperature` without
+tokens (`max_gen_toks`, or its aliases max_new_tokens, max_tokens, max_completion_tokens, in that order); with them
+but without `until`, `until` is `[fewshot_delimiter]`; a string `until` is a one-item list. The model's
+end-of-sequence token is added as a stop by the scorer. `do_sample: true`, or a non-zero `temperature` without
 `do_sample: false` (lm-eval then samples), are refused: a gate needs the same answer on every run.
 """
 

@@ -2,8 +2,8 @@
 
 Oracle: tests/reference/lmeval_chat_*.json, written by lm-eval 0.4.13 itself with `--apply_chat_template
 --system_instruction ...` (its CLI then presents shots as turns) on suites/arc_gen's YAMLs (raw generations and
-filtered answers) and on arc_challenge_mt_fi 2-shot (requests; the file also holds lm-eval's log-likelihoods), default model, float32, batch
-size 1, --limit 5 (tests/reference/make_lmeval_reference.py, runs `chat` and `chat_mc`).
+filtered answers) and on arc_challenge_mt_fi 2-shot (requests; the file also holds lm-eval's log-likelihoods),
+default model, float32, batch size 1, --limit 5 (tests/reference/make_lmeval_reference.py, runs `chat`, `chat_mc`).
 """
 
 from __future__ import annotations
