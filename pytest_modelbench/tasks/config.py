@@ -20,11 +20,11 @@ from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, r
 # lm-eval keys that this engine does not implement: refusing them beats silently scoring something else.
 _UNSUPPORTED_LM_EVAL_KEYS = {
     "custom_dataset", "process_results", "use_prompt", "doc_to_image", "doc_to_audio", "unsafe_code",
-    "gen_prefix", "group", "group_alias", "task_list", "class",
+    "group", "group_alias", "task_list", "class",
 }
 _FEWSHOT_CONFIG_KEYS = {
     "sampler", "split", "samples", "doc_to_text", "doc_to_target", "doc_to_choice", "target_delimiter",
-    "fewshot_delimiter",
+    "fewshot_delimiter", "gen_prefix",
 }
 _SAMPLERS = {"default", "first_n"}
 _MARGIN_KEYS = {"absolute_margin", "relative_margin"}
@@ -90,6 +90,7 @@ class TaskConfig:
     fewshot_samples: tuple[dict[str, Any], ...] | Callable[[], Any] | None = None
     num_fewshot: int | None = None
     description: str = ""
+    gen_prefix: str | None = None  # generate_until: the start of the answer, after the question (template or field)
     doc_to_text: Any = None
     doc_to_target: Any = None
     doc_to_choice: Any = None
@@ -173,7 +174,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     for key in _REQUIRED_KEYS[output_type]:
         if raw.get(key) is None:
             raise TaskConfigError(f"{path}: key '{key}' is required for a {output_type} task")
-    for key in ("generation_kwargs", "filter_list", "repeats"):
+    for key in ("generation_kwargs", "filter_list", "repeats", "gen_prefix"):
         if key in raw and not generative:
             raise TaskConfigError(f"{path}: key '{key}' applies to generate_until tasks only")
     _check_value_types(raw, path)
@@ -249,6 +250,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         fewshot_samples=samples,
         num_fewshot=num_fewshot,
         description=raw.get("description") or "",
+        gen_prefix=raw.get("gen_prefix"),
         doc_to_text=resolve("doc_to_text", raw.get("doc_to_text")),
         doc_to_target=resolve("doc_to_target", raw.get("doc_to_target")),
         doc_to_choice=resolve("doc_to_choice", raw.get("doc_to_choice")),
@@ -281,6 +283,7 @@ _TEMPLATE_KINDS = {
     "doc_to_target": (str, int, list),
     "doc_to_choice": (str, list, dict),
     "description": (str,),
+    "gen_prefix": (str,),
 }
 _STRING_KEYS = (
     "target_delimiter", "fewshot_delimiter", "task_alias", "dataset_path", "dataset_name", "training_split",
@@ -308,6 +311,8 @@ def _check_value_types(block: dict[str, Any], path: Path, prefix: str = "") -> N
         value = block.get(key)
         if value is not None and not isinstance(value, str):
             raise TaskConfigError(f"{path}: key '{prefix}{key}' must be a string, got {value!r}")
+    if isinstance(block.get("gen_prefix"), FunctionRef):  # lm-eval renders it as a template or reads a field only
+        raise TaskConfigError(f"{path}: key '{prefix}gen_prefix' must be a template or a field name, not a !function")
     if "process_docs" in block and not isinstance(block["process_docs"], FunctionRef):
         raise TaskConfigError(f"{path}: key '{prefix}process_docs' must be a '!function module.name' reference")
 

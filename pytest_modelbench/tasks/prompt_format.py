@@ -8,8 +8,10 @@ only when neither side has whitespace at the join), the shots (question, answer,
   the plain text of the shots and the question.
 - Chat template, multi-turn: the system message, then per shot a user message (the question) and an assistant
   message (the answer), then the question as the last user message; delimiters are dropped.
-The messages are rendered by the tokenizer's template with the generation prompt added; a template that refuses a
-system role is applied again without it, as lm-eval does. Multiple-choice continuations lose their target delimiter
+With a `gen_prefix` (generate_until) the text after the question is the prefix (after the target delimiter when
+neither side has whitespace at the join), each shot's answer follows its own prefix, and under a chat template the
+prefix is an assistant message the template continues. Otherwise the messages are rendered with the generation prompt
+added; a template that refuses a system role is applied again without it, as lm-eval does. Multiple-choice continuations lose their target delimiter
 under a chat template (lm-eval: the template ends the prompt).
 """
 
@@ -23,15 +25,27 @@ Messages = list[dict[str, str]]
 
 @dataclass(frozen=True)
 class Shot:
+    """A question, its answer ("" for the evaluated document, or a shot without one) and its `gen_prefix`."""
+
     question: str
-    answer: str  # "" when the shot has no answer: then only its question is shown
+    answer: str
     target_delimiter: str
     fewshot_delimiter: str
+    gen_prefix: str = ""
 
     def text(self) -> str:
-        if not self.answer:
-            return self.question
-        return self.question + self.target_delimiter + self.answer + self.fewshot_delimiter
+        """lm-eval's user and assistant turns as text: the target delimiter follows the question when there is an
+        answer and no prefix, or a prefix that needs it; the prefix and the answer are joined by a space if needed."""
+        if not self.gen_prefix:
+            return self.question + self.target_delimiter + self.answer + self.fewshot_delimiter if self.answer \
+                else self.question
+        return self.user_text() + self.assistant_text() + (self.fewshot_delimiter if self.answer else "")
+
+    def user_text(self) -> str:
+        return self.question + (self.target_delimiter if requires_delimiter(self.question, self.gen_prefix) else "")
+
+    def assistant_text(self) -> str:
+        return maybe_delimit(self.gen_prefix, self.answer, " ")
 
 
 @dataclass(frozen=True)
@@ -41,19 +55,22 @@ class PromptFormat:
     fewshot_as_multiturn: bool = False
     label: str = ""  # what the baseline provenance records of it (part of the scoring protocol); "" for plain text
 
-    def context(self, description: str, shots: Sequence[Shot], question: str, fewshot_delimiter: str) -> str:
+    def context(self, description: str, shots: Sequence[Shot], question: Shot, fewshot_delimiter: str) -> str:
+        """`question`: the evaluated document as a Shot without an answer (its gen_prefix starts the answer)."""
         system = maybe_delimit(self.system_instruction, description, fewshot_delimiter)
         if self.chat_template is None:
-            return system + "".join(shot.text() for shot in shots) + question
+            return system + "".join(shot.text() for shot in shots) + question.text()
         messages = [{"role": "system", "content": system}] if system else []
         if self.fewshot_as_multiturn:
             for shot in shots:
                 messages.append({"role": "user", "content": shot.question})
-                if shot.answer:
-                    messages.append({"role": "assistant", "content": shot.answer})
-            messages.append({"role": "user", "content": question})
+                if shot.answer or shot.gen_prefix:
+                    messages.append({"role": "assistant", "content": shot.assistant_text()})
+            messages.append({"role": "user", "content": question.question})
         else:
-            messages.append({"role": "user", "content": "".join(shot.text() for shot in shots) + question})
+            messages.append({"role": "user", "content": "".join(shot.text() for shot in shots) + question.question})
+        if question.gen_prefix:  # the template continues this assistant message instead of opening a new one
+            messages.append({"role": "assistant", "content": question.gen_prefix})
         return self.chat_template(messages)
 
     def continuation_delimiter(self, target_delimiter: str) -> str:
@@ -61,6 +78,13 @@ class PromptFormat:
 
 
 PLAIN_TEXT = PromptFormat()
+
+
+def requires_delimiter(prefix: str, suffix: str) -> bool:
+    """Neither side has whitespace at the join (an empty prefix needs none; lm-eval's api/utils.py rule)."""
+    if not prefix:
+        return False
+    return not (prefix[-1].isspace() or suffix[0].isspace())
 
 
 def maybe_delimit(prefix: str | None, suffix: str | None, delimiter: str) -> str:
@@ -105,12 +129,12 @@ def tokenizer_chat_template(tokenizer) -> Callable[[Messages], str]:
     import jinja2
 
     def render(messages: Messages) -> str:
+        prefilled = messages[-1]["role"] == "assistant"  # a gen_prefix: continue it, open no new turn
+        options = dict(tokenize=False, add_generation_prompt=not prefilled, continue_final_message=prefilled)
         try:
-            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                                 continue_final_message=False)
+            return tokenizer.apply_chat_template(messages, **options)
         except jinja2.exceptions.TemplateError:
             without_system = [message for message in messages if message["role"] != "system"]
-            return tokenizer.apply_chat_template(without_system, tokenize=False, add_generation_prompt=True,
-                                                 continue_final_message=False)
+            return tokenizer.apply_chat_template(without_system, **options)
 
     return render

@@ -63,6 +63,7 @@ class RequestBuilder:
         self.shot_choice = overrides.get("doc_to_choice", config.doc_to_choice)
         self.shot_target_delimiter = overrides.get("target_delimiter", config.target_delimiter)
         self.shot_fewshot_delimiter = overrides.get("fewshot_delimiter", config.fewshot_delimiter)
+        self.shot_gen_prefix = overrides.get("gen_prefix", config.gen_prefix)
 
     def where(self, doc_id: int | str) -> str:
         return f"{self.config.source}: task '{self.config.task}', document {doc_id}"
@@ -74,9 +75,11 @@ class RequestBuilder:
             if not isinstance(text, str):
                 raise DocumentError(f"{where}: a loglikelihood_rolling target must be text, got {text!r}")
             return DocumentRequests(doc_id, "", (), (), text, self._category(doc, where), doc)
+        question = Shot(self.resolver.text(config.doc_to_text, doc, where), "", config.target_delimiter, "",
+                        self._field_or_template(config.gen_prefix, doc, where))
         context = self.prompt_format.context(
-            self._description(doc, where), [self._shot(shot, f"{where} (few-shot example)") for shot in shots],
-            self.resolver.text(config.doc_to_text, doc, where), config.fewshot_delimiter,
+            self._field_or_template(config.description, doc, where),
+            [self._shot(shot, f"{where} (few-shot example)") for shot in shots], question, config.fewshot_delimiter,
         )
         target = self.resolver.target(config.doc_to_target, doc, where)
         if config.output_type == "generate_until":
@@ -106,13 +109,13 @@ class RequestBuilder:
             return tuple(str(reference) for reference in target)
         return str(target)
 
-    def _description(self, doc: Mapping[str, Any], where: str) -> str:
-        description = self.config.description
-        if not description:
+    def _field_or_template(self, spec: str | None, doc: Mapping[str, Any], where: str) -> str:
+        """The description or a gen_prefix for one document: a field's value, or the rendered template."""
+        if not spec:
             return ""
-        if description in self.resolver.field_names:
-            return str(doc[description])
-        return render(description, doc, where)
+        if spec in self.resolver.field_names:
+            return str(doc[spec])
+        return render(spec, doc, where)
 
     def _shot(self, shot: Mapping[str, Any], where: str) -> Shot:
         question = self.resolver.text(self.shot_text, shot, where)
@@ -124,7 +127,8 @@ class RequestBuilder:
             answer = choices[self._gold(target, choices, where)]
         else:
             answer = "" if target is None else str(target)
-        return Shot(question, answer, self.shot_target_delimiter, self.shot_fewshot_delimiter)
+        return Shot(question, answer, self.shot_target_delimiter, self.shot_fewshot_delimiter,
+                    self._field_or_template(self.shot_gen_prefix, shot, where))
 
     @staticmethod
     def _gold(target: Any, choices: list[str], where: str) -> int | tuple[int, ...]:

@@ -3,8 +3,8 @@
 Oracle: tests/reference/lmeval_gen_*.json, written by lm-eval 0.4.13 itself (HF backend, SmolLM2-135M-Instruct GGUF
 dequantized to float32, batch size 1, CPU, --limit 20) running suites/arc_gen's YAMLs with only the dataset location
 changed and the `modelbench:` block removed (tests/reference/make_lmeval_reference.py, run `gen`). One task extracts
-the answer with regex filters (0-shot, until "\\n"), the other is 3-shot with a custom `until`, two filter pipelines and
-exact match ignoring case and punctuation. The prompt check needs no model; the generation check loads it (slow).
+the answer with regex filters (0-shot, until "\\n"), one is 3-shot with a custom `until`, two filter pipelines and
+exact match ignoring case and punctuation, and one (10 documents) starts each answer with a `gen_prefix`, 2-shot. The prompt check needs no model; the generation check loads it (slow).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ def reference_run(request, data_mirror):
     return reference_task(request.param, data_mirror, {})
 
 
-def test_two_generative_references_exist():
-    assert len(GEN_REFERENCES) == 2
+def test_the_generative_references_exist():
+    assert len(GEN_REFERENCES) == 3
 
 
 def test_prompts_match_lm_eval(reference_run):

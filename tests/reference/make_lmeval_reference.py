@@ -92,6 +92,8 @@ CROWS_CATEGORIES = [
     "race_color", "religion", "sexual_orientation", "socioeconomic",
 ]
 GEN_TASKS = ("arc_challenge_letter", "arc_challenge_letter_3shot")  # suites/arc_gen
+PREFIX_TASK = "arc_challenge_letter_prefixed"  # suites/arc_gen, with gen_prefix
+PREFIX_LIMIT = 10
 GEN_LIMIT = 20
 CHAT_SYSTEM_INSTRUCTION = "Answer with the letter of the correct choice."
 ROLLING_TASK = "arc_challenge_question_ppl"  # suites/perplexity
@@ -191,7 +193,7 @@ def build_include_dirs(boolqa_answer: str = "bool") -> dict[str, pathlib.Path]:
     # arc_gen: our shipped generate_until suite, without its pytest-modelbench-only `modelbench:` block
     d = inc / "arc_gen"
     d.mkdir(parents=True)
-    for task in GEN_TASKS:
+    for task in (*GEN_TASKS, PREFIX_TASK):
         src = without_modelbench_block((REPO / "suites" / "arc_gen" / f"{task}.yaml").read_text(encoding="utf-8"))
         (d / f"{task}.yaml").write_text(relocate_yaml(src, "json", files), encoding="utf-8")
     dirs["arc_gen"] = d
@@ -473,6 +475,22 @@ def run_gen(dirs) -> None:
         })
 
 
+def run_gen_prefix(dirs) -> None:
+    """suites/arc_gen's gen_prefix task (2-shot), --limit 10."""
+    d = dirs["arc_gen"]
+    cmd, elapsed = run_lm_eval([PREFIX_TASK], d, SCRATCH / "out" / "gen_prefix", None, PREFIX_LIMIT)
+    results, samples = read_outputs(SCRATCH / "out" / "gen_prefix")
+    yaml_text = (d / f"{PREFIX_TASK}.yaml").read_text(encoding="utf-8")
+    recs = generation_records(samples[PREFIX_TASK])
+    write_json(f"gen_{PREFIX_TASK}_limit{PREFIX_LIMIT}", {
+        "provenance": {**provenance(cmd, results["n-shot"][PREFIX_TASK], PREFIX_LIMIT, len(recs), elapsed, results),
+                       "data_sha256": data_sha256(yaml_text)},
+        "task_yaml": yaml_text,
+        "results": {k: v for k, v in results["results"][PREFIX_TASK].items() if "," in k},
+        "samples": recs,
+    })
+
+
 def run_rolling(dirs) -> None:
     """suites/perplexity's loglikelihood_rolling task with max_length=16: per-document text log-likelihoods."""
     d = dirs["perplexity"]
@@ -523,7 +541,7 @@ def run_chat_mc(dirs) -> None:
 
 
 RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows, "gen": run_gen, "rolling": run_rolling,
-        "chat": run_chat, "chat_mc": run_chat_mc}
+        "chat": run_chat, "chat_mc": run_chat_mc, "gen_prefix": run_gen_prefix}
 REPACK = False
 
 

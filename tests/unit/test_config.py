@@ -91,9 +91,11 @@ def test_unsupported_output_type_and_lm_eval_keys(tmp_path):
     path = write(tmp_path, "f.yaml", BASE + "filter_list: []\n")
     with pytest.raises(TaskConfigError, match="'filter_list' applies to generate_until tasks only"):
         load_task_config(path)
-    path = write(tmp_path, "r.yaml", BASE + "gen_prefix: x\n")
-    with pytest.raises(TaskConfigError, match="'gen_prefix' is not supported"):
+    path = write(tmp_path, "r.yaml", BASE + "use_prompt: x\n")
+    with pytest.raises(TaskConfigError, match="'use_prompt' is not supported"):
         load_task_config(path)
+    with pytest.raises(TaskConfigError, match="'gen_prefix' applies to generate_until tasks only"):
+        load_task_config(write(tmp_path, "q.yaml", BASE + "gen_prefix: x\n"))
     with pytest.raises(TaskConfigError, match="'repeats' applies to generate_until tasks only"):
         load_task_config(write(tmp_path, "p.yaml", BASE + "repeats: 2\n"))
 

@@ -11,6 +11,7 @@ from pytest_modelbench.errors import ModelLoadError
 from pytest_modelbench.tasks.prompt_format import PromptFormat, Shot, maybe_delimit, prompt_format
 
 SHOTS = [Shot("Q: a?\nA:", "x", " ", "\n\n"), Shot("Q: b?\nA:", "", " ", "\n\n")]
+QUESTION = Shot("Q: c?\nA:", "", " ", "")
 
 
 def as_json(messages):
@@ -25,19 +26,19 @@ def test_maybe_delimit_adds_the_delimiter_only_between_non_space_ends():
 
 def test_plain_text_puts_the_system_instruction_before_the_description():
     plain = PromptFormat(system_instruction="Be brief.")
-    assert plain.context("Desc:\n\n", SHOTS, "Q: c?\nA:", "\n\n") == (
+    assert plain.context("Desc:\n\n", SHOTS, QUESTION, "\n\n") == (
         "Be brief.\n\nDesc:\n\nQ: a?\nA: x\n\nQ: b?\nA:Q: c?\nA:")
     assert plain.continuation_delimiter(" ") == " "
 
 
 def test_chat_single_turn_and_multi_turn_messages():
     single = PromptFormat("Be brief.", as_json, fewshot_as_multiturn=False)
-    assert json.loads(single.context("Desc", SHOTS, "Q: c?\nA:", "\n\n")) == [
+    assert json.loads(single.context("Desc", SHOTS, QUESTION, "\n\n")) == [
         {"role": "system", "content": "Be brief.\n\nDesc"},
         {"role": "user", "content": "Q: a?\nA: x\n\nQ: b?\nA:Q: c?\nA:"},
     ]
     multi = PromptFormat(None, as_json, fewshot_as_multiturn=True)
-    assert json.loads(multi.context("", SHOTS, "Q: c?\nA:", "\n\n")) == [
+    assert json.loads(multi.context("", SHOTS, QUESTION, "\n\n")) == [
         {"role": "user", "content": "Q: a?\nA:"}, {"role": "assistant", "content": "x"},
         {"role": "user", "content": "Q: b?\nA:"}, {"role": "user", "content": "Q: c?\nA:"},
     ]
@@ -66,3 +67,20 @@ def test_fewshot_as_multiturn_option_follows_lm_eval_cli():
     assert cli_options.fewshot_as_multiturn("false", True) is False
     with pytest.raises(pytest.UsageError, match="--fewshot-as-multiturn true needs --apply-chat-template"):
         cli_options.fewshot_as_multiturn("true", False)
+
+
+def test_gen_prefix_follows_the_question_and_precedes_each_shot_answer():
+    shots = [Shot("Q: a?", "x", " ", "\n\n", "Answer:"), Shot("Q: b?\n", "y", " ", "\n\n", "Answer:")]
+    question = Shot("Q: c?", "", " ", "", "Answer:")
+    # target delimiter only where neither side has whitespace at the join; prefix and answer joined by a space
+    assert PromptFormat().context("", shots, question, "\n\n") == (
+        "Q: a? Answer: x\n\nQ: b?\nAnswer: y\n\nQ: c? Answer:")
+    multi = PromptFormat(None, as_json, fewshot_as_multiturn=True)
+    assert json.loads(multi.context("", shots[:1], question, "\n\n")) == [
+        {"role": "user", "content": "Q: a?"}, {"role": "assistant", "content": "Answer: x"},
+        {"role": "user", "content": "Q: c?"}, {"role": "assistant", "content": "Answer:"},
+    ]
+    single = PromptFormat(None, as_json)
+    assert json.loads(single.context("", shots[:1], question, "\n\n")) == [
+        {"role": "user", "content": "Q: a? Answer: x\n\nQ: c?"}, {"role": "assistant", "content": "Answer:"},
+    ]
