@@ -8,6 +8,8 @@ transformers or tqdm print goes to stderr):
     {"cmd": "score", "requests": [[context, continuation], ...]}
                                                             -> {"loglikelihoods": [...], "seconds": ...,
                                                                 "rss_before": bytes, "rss_peak": bytes}
+    {"cmd": "generate", "requests": [[context, generation_kwargs], ...]}
+                                                            -> {"generations": [...], "seconds": ...}
     {"cmd": "quit"}
 """
 
@@ -66,6 +68,16 @@ def main() -> None:
                 seconds = time.perf_counter() - start
             reply({"loglikelihoods": [float(ll) for ll, _ in results], "seconds": seconds,
                    "rss_before": before, "rss_peak": peak.peak})
+        elif message["cmd"] == "generate":  # HFLM.generate_until, as benchmarks/generation_vs_lmeval.py times it
+            from lm_eval.api.instance import Instance
+
+            instances = [
+                Instance(request_type="generate_until", doc={}, arguments=(ctx, kwargs), idx=0)
+                for ctx, kwargs in message["requests"]
+            ]
+            start = time.perf_counter()
+            generations = lm.generate_until(instances, disable_tqdm=True)
+            reply({"generations": generations, "seconds": time.perf_counter() - start})
 
 
 if __name__ == "__main__":

@@ -54,6 +54,15 @@ def server_urls(values: list[str]) -> tuple[str, ...]:
     return tuple(urls)
 
 
+def fewshot_as_multiturn(value: str | None, apply_chat_template: bool) -> bool:
+    """lm-eval's CLI rule: on by default with a chat template; asking for it without one is an error."""
+    if value is None:
+        return apply_chat_template
+    if value == "true" and not apply_chat_template:
+        raise pytest.UsageError("--fewshot-as-multiturn true needs --apply-chat-template")
+    return value == "true"
+
+
 def model_args(value: str | None) -> str | None:
     """`--model-args`: key=value pairs, with the scorer's own keys of the right type and range."""
     try:

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from pytest_modelbench.errors import DocumentError, RequestError
+from pytest_modelbench.errors import DocumentError, RequestError, TaskConfigError
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.scoring.backend import Backend
@@ -17,12 +17,18 @@ from pytest_modelbench.tasks.task import PreparedTask
 @dataclass(frozen=True)
 class TaskEvaluation:
     prepared: PreparedTask
-    loglikelihoods: list[list[float]]
+    loglikelihoods: list[list[float]]  # per document, one per choice (empty for a generate_until task)
     scores: TaskScores
+    generations: list[str] | None = None  # generate_until: the raw generation per document
+    answers: list[dict[str, str]] | None = None  # generate_until: per document, the answer of each filter pipeline
 
 
 def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
     metrics = resolve_metrics(prepared.config)
+    if prepared.config.output_type == "generate_until":
+        return _evaluate_generation(prepared, backend, metrics)
+    if prepared.config.output_type == "loglikelihood_rolling":
+        return _evaluate_rolling(prepared, backend, metrics)
     try:
         values = backend.score_task(prepared)
     except RequestError as exc:
@@ -38,6 +44,31 @@ def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
     return TaskEvaluation(prepared, per_doc, score_task(prepared, metrics, per_doc))
 
 
+def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
+    try:
+        generations = backend.generate_task(prepared)
+    except RequestError as exc:
+        raise TaskConfigError(f"{prepared.config.source}: task '{prepared.config.task}': {exc.problem}") from None
+    answers = []
+    for doc, generation in zip(prepared.documents, generations):
+        where = f"{prepared.config.source}: task '{prepared.config.task}', document {doc.doc_id}"
+        answers.append({pipeline.name: pipeline.apply(generation, doc.doc, where)
+                        for pipeline in prepared.config.filters})
+    scores = score_task(prepared, metrics, answers)
+    return TaskEvaluation(prepared, [[] for _ in prepared.documents], scores, generations, answers)
+
+
+def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
+    """One value per document: its text's log-likelihood over lm-eval's rolling windows."""
+    try:
+        per_doc = [[value] for value in backend.rolling_loglikelihood_task(prepared)]
+    except RequestError as exc:
+        raise TaskConfigError(f"{prepared.config.source}: task '{prepared.config.task}': {exc.problem}") from None
+    for doc, values in zip(prepared.documents, per_doc):
+        _check_finite(prepared, doc, values)
+    return TaskEvaluation(prepared, per_doc, score_task(prepared, metrics, per_doc))
+
+
 def _check_finite(prepared: PreparedTask, doc: DocumentRequests, values: Sequence[float]) -> None:
     """A NaN or infinite log-likelihood would turn into a wrong accuracy (argmax of NaN) without a word."""
     for i, value in enumerate(values):
@@ -50,6 +81,7 @@ def _check_finite(prepared: PreparedTask, doc: DocumentRequests, values: Sequenc
 
 def _where(prepared: PreparedTask, doc: DocumentRequests, choice: int) -> str:
     config = prepared.config
-    return (
-        f"{config.source}: task '{config.task}', document {doc.doc_id}, choice {choice} ({doc.continuations[choice]!r})"
-    )
+    where = f"{config.source}: task '{config.task}', document {doc.doc_id}"
+    if not doc.continuations:  # loglikelihood_rolling: the document's text is what was scored
+        return where
+    return f"{where}, choice {choice} ({doc.continuations[choice]!r})"

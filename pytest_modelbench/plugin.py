@@ -53,6 +53,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--server-timeout", type=float, default=300.0, help="seconds a server request may take (default: 300)")
     group.addoption("--server-retries", type=int, default=4,
                     help="retries of a server request after a connection error, timeout, 429 or 5xx (default: 4)")
+    group.addoption("--apply-chat-template", action="store_true",
+                    help="render prompts with the tokenizer's chat template (lm-eval's --apply_chat_template)")
+    group.addoption("--system-instruction", default=None, help="a system instruction before each prompt (lm-eval's)")
+    group.addoption("--fewshot-as-multiturn", default=None, choices=("true", "false"),
+                    help="with --apply-chat-template: shots as user/assistant turns (default true, as lm-eval's CLI)")
     group.addoption("--no-cache", action="store_true", help="bypass the persistent score cache ($MODELBENCH_CACHE_DIR, default ~/.cache/pytest-modelbench)")
     parser.addini("modelbench_suites", "folders whose task YAMLs are collected", type="paths", default=[])
     parser.addini("modelbench_data_dir", "local mirror of hub datasets", default="")
@@ -89,6 +94,11 @@ def pytest_configure(config: pytest.Config) -> None:
             server_concurrency=cli_options.count("--server-concurrency", config.getoption("--server-concurrency"), 1),
             server_timeout=cli_options.seconds("--server-timeout", config.getoption("--server-timeout")),
             server_retries=cli_options.count("--server-retries", config.getoption("--server-retries"), minimum=0),
+            apply_chat_template=config.getoption("--apply-chat-template"),
+            system_instruction=config.getoption("--system-instruction"),
+            fewshot_as_multiturn=cli_options.fewshot_as_multiturn(
+                config.getoption("--fewshot-as-multiturn"), config.getoption("--apply-chat-template")
+            ),
         ),
         progress_sink=progress_sink(config),
     )

@@ -74,7 +74,7 @@ def results_document(
 
 def _samples(evaluation: TaskEvaluation) -> list[dict[str, Any]]:
     per_document = evaluation.scores.per_document
-    return [
+    samples = [
         {
             "doc_id": doc.doc_id,
             "requests": [[doc.context, continuation] for continuation in doc.continuations],
@@ -83,6 +83,11 @@ def _samples(evaluation: TaskEvaluation) -> list[dict[str, Any]]:
         }
         for i, (doc, lls) in enumerate(zip(evaluation.prepared.documents, evaluation.loglikelihoods))
     ]
+    if evaluation.generations is not None:  # generate_until: the context, the raw and the filtered answers
+        for sample, doc, generation, answers in zip(samples, evaluation.prepared.documents, evaluation.generations,
+                                                    evaluation.answers):
+            sample.update(context=doc.context, target=doc.gold, generation=generation, filtered=answers)
+    return samples
 
 
 def json_text(document: Any) -> str:

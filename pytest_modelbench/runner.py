@@ -14,6 +14,7 @@ from pytest_modelbench.scoring.loading import (
     LoadedModel, detect_model_type, load_model, load_tokenizer, resolve_model_source,
 )
 from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.prompt_format import PromptFormat, prompt_format
 from pytest_modelbench.tasks.task import prepare_task
 from pytest_modelbench.third_party_output import loading_output
 
@@ -39,6 +40,10 @@ class RunOptions:
     server_concurrency: int = 8  # requests in flight, over all servers
     server_timeout: float = 300.0  # seconds per request
     server_retries: int = 4  # retries of a request that failed transiently (connection, timeout, 429, 5xx)
+    # Prompt format (lm-eval's --apply_chat_template, --system_instruction, --fewshot_as_multiturn)
+    apply_chat_template: bool = False
+    system_instruction: str | None = None
+    fewshot_as_multiturn: bool = False
 
 
 @dataclass
@@ -85,12 +90,22 @@ class BenchRunner:
     def evaluate(self, config: TaskConfig) -> TaskEvaluation:
         with loading_output(self.options.third_party_output):
             prepared = prepare_task(
-                config, data_dir=self.options.data_dir, num_fewshot=self.options.num_fewshot, limit=self.options.limit
+                config, data_dir=self.options.data_dir, num_fewshot=self.options.num_fewshot, limit=self.options.limit,
+                prompt_format=self._prompt_format(),
             )
         # Bound to the task: progress counts its documents; a masked LM scores whole documents (CrowS shared tokens).
         evaluation = evaluate_task(prepared, self.backend())
         self.evaluations[config.task] = evaluation
         return evaluation
+
+    def _prompt_format(self) -> PromptFormat:
+        options = self.options
+        if not options.apply_chat_template:
+            return prompt_format(None, False, options.system_instruction, False)
+        if options.server_urls:
+            raise ModelLoadError("--apply-chat-template is not supported with --server-url yet")
+        return prompt_format(self.loaded_model().tokenizer, True, options.system_instruction,
+                             options.fewshot_as_multiturn)
 
     def _local_backend(self) -> Backend:
         loaded = self.loaded_model()

@@ -20,6 +20,7 @@ ARC_SPLITS = {split: f"arc_challenge_hf/{split}.jsonl" for split in ("train", "v
 MIRROR = {
     **{f"LumiOpen/arc_challenge_mt/{lang}": {f"{s}.jsonl": p for s, p in ARC_SPLITS.items()} for lang in ARC_LANGUAGES},
     "mideind/icelandic-arc-challenge": {f"{s}.jsonl": p for s, p in ARC_SPLITS.items()},
+    "allenai/ai2_arc/ARC-Challenge": {f"{s}.jsonl": p for s, p in ARC_SPLITS.items()},  # suites/arc_gen
     "jannalu/crows_pairs_multilingual/english": {"test.csv": "crows_pairs/crows_pairs_anonymized.csv"},
     "jannalu/crows_pairs_multilingual/french": {
         "test.tsv": "crows_pairs_fr/crows_pairs_FR_languagearc_contribution+210.tsv"

@@ -49,7 +49,7 @@ def most_changed(
 
 
 def _described(document: Any, changes: dict[str, Any]) -> dict[str, Any]:
-    gold = document.gold if isinstance(document.gold, int) else list(document.gold)
+    gold = list(document.gold) if isinstance(document.gold, tuple) else document.gold  # an index, or a reference text
     return {
         "doc_id": int(document.doc_id), "category": document.category, "context": document.context,
         "choices": list(document.choices), "gold": gold, "changes": changes,

@@ -59,7 +59,8 @@ from pytest_modelbench.gate.report import (
     properties,
     terminal_lines,
 )
-from pytest_modelbench.metrics.registry import METRICS, Margin
+from pytest_modelbench.metrics.generative import base_metric_name
+from pytest_modelbench.metrics.registry import Margin, resolve_metrics
 from pytest_modelbench.gate.syrupy_extension import (
     BaselineExtension,
     BaselineSite,
@@ -75,6 +76,7 @@ ERROR_CONTROL = ("session", "task")  # --gate-error-control: whose false-block r
 _MARGIN_KEYS = {"absolute_margin": "absolute", "relative_margin": "relative"}
 CAUSAL_PROTOCOL = "causal-lm loglikelihood, lm-eval 0.4.13 request rules"
 MASKED_PROTOCOL = "masked-lm pseudo-log-likelihood"
+GENERATION_PROTOCOL = "causal-lm greedy generation, lm-eval 0.4.13 generate_until rules"
 PACKAGES = ("pytest-modelbench", "torch", "transformers", "tokenizers", "datasets", "numpy")
 EXIT_STATUS_FAIL_UNUSED = 1  # as syrupy
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
@@ -162,20 +164,23 @@ def _package_versions() -> dict[str, str]:
 def scoring_protocol(evaluation: Any, backend: Any) -> str:
     """How the numbers were produced; a baseline scored under another protocol is not comparable.
 
-    An explicit `scoring_protocol` carried by the evaluation wins; otherwise the model type (causal
-    log-likelihood or masked pseudo-log-likelihood, with the task's masked protocol) and the scorer's knobs
-    from --model-args (add_bos_token, prefix_token_id, max_length).
+    An explicit `scoring_protocol` carried by the evaluation wins; otherwise what was run (causal log-likelihood,
+    masked pseudo-log-likelihood with the task's masked protocol, or greedy generation), the scorer's knobs from
+    --model-args (add_bos_token, prefix_token_id, max_length) and the prompt format (--apply-chat-template, ...).
     """
     explicit = getattr(evaluation, "scoring_protocol", None) or getattr(evaluation.prepared, "scoring_protocol", None)
     if explicit:
         return str(explicit)
-    if getattr(backend, "model_type", "causal") == "masked":
+    if getattr(evaluation, "generations", None) is not None:
+        base = GENERATION_PROTOCOL
+    elif getattr(backend, "model_type", "causal") == "masked":
         masked = getattr(evaluation.prepared.config, "masked_protocol", None) or "pll"
         base = f"{MASKED_PROTOCOL} ({masked})"
     else:
         base = CAUSAL_PROTOCOL
     knobs = "".join(f"; {k}={v}" for k, v in sorted((getattr(backend, "scorer_kwargs", None) or {}).items()))
-    return base + knobs
+    prompt = getattr(evaluation.prepared, "prompt_label", "")  # chat template, system instruction
+    return base + knobs + (f"; {prompt}" if prompt else "")
 
 
 class GateSession:
@@ -285,10 +290,10 @@ class GateSession:
         task_wide = {key: self._setting(key, getattr(yaml_gate, key))
                      for key in ("absolute_margin", "relative_margin", "alpha")}
         metric_margins = {}
-        for spec in task_config.metric_list:  # every name is a registered metric (resolve_metrics ran)
-            own = METRICS[spec.name].margin
-            yaml_metric = yaml_gate.metrics.get(spec.name, {})
-            metric_margins[spec.name] = Margin(**{
+        for metric in resolve_metrics(task_config):  # it ran at collection, so it does not raise here
+            own = metric.margin
+            yaml_metric = yaml_gate.metrics.get(base_metric_name(metric.name), {})
+            metric_margins[metric.name] = Margin(**{
                 field_name: _first(
                     self._setting(key, yaml_metric.get(key)),
                     task_wide[key], getattr(own, field_name),

@@ -8,7 +8,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from pytest_modelbench.errors import TaskConfigError
-from pytest_modelbench.metrics import bias
+from pytest_modelbench.metrics import bias, perplexity
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.requests import DocumentRequests
 
@@ -115,16 +115,31 @@ METRICS: dict[str, Metric] = {
                aggregate=bias.aggregate_ss),
         Metric("icat", None, HIGHER, binary=False, margin=TWO_POINTS, aggregate=bias.aggregate_icat,
                inputs=("lms", "ss")),
+        # loglikelihood_rolling (metrics/perplexity.py): per document the text's log-likelihood; a perplexity's scale
+        # depends on the model and the text, so the margin is 2% of the baseline's value.
+        Metric("word_perplexity", perplexity.document_loglikelihood, LOWER, binary=False,
+               margin=Margin(relative=0.02), aggregate=perplexity.aggregate_word_perplexity),
+        Metric("byte_perplexity", perplexity.document_loglikelihood, LOWER, binary=False,
+               margin=Margin(relative=0.02), aggregate=perplexity.aggregate_byte_perplexity),
+        Metric("bits_per_byte", perplexity.document_loglikelihood, LOWER, binary=False,
+               margin=Margin(relative=0.02), aggregate=perplexity.aggregate_bits_per_byte),
     )
 }
 
 
 def resolve_metrics(config: TaskConfig) -> tuple[Metric, ...]:
     """The task's metric_list as metrics; an unknown name is an error naming the file."""
-    unknown = [spec.name for spec in config.metric_list if spec.name not in METRICS]
+    if config.output_type == "generate_until":
+        from pytest_modelbench.metrics.generative import generative_metrics  # it builds on this module
+
+        return generative_metrics(config)
+    rolling = config.output_type == "loglikelihood_rolling"
+    known = [name for name in METRICS if (name in perplexity.ROLLING_METRICS) == rolling]
+    unknown = [spec.name for spec in config.metric_list if spec.name not in known]
     if unknown:
         raise TaskConfigError(
-            f"{config.source}: unknown metric '{unknown[0]}' in metric_list (known: {', '.join(sorted(METRICS))})"
+            f"{config.source}: unknown metric '{unknown[0]}' in metric_list for a {config.output_type} task "
+            f"(known: {', '.join(sorted(known))})"
         )
     names = {spec.name for spec in config.metric_list}
     for spec in config.metric_list:

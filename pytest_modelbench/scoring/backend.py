@@ -1,7 +1,10 @@
 """The one seam between an evaluation and whatever produces its log-likelihoods.
 
 A backend scores a prepared task (`score_task`: one value per (document, choice), documents in order) and loose
-(context, continuation) requests (`loglikelihood`), and says what it is (`describe`): the baseline provenance and the
+(context, continuation) requests (`loglikelihood`), answers a generate_until task (`generate_task`: one greedy
+generation per document, in order), scores a loglikelihood_rolling task (`rolling_loglikelihood_task`: each document's
+text log-likelihood over lm-eval's rolling windows) -- a backend that cannot raises ModelLoadError saying so -- and says
+what it is (`describe`): the baseline provenance and the
 score cache identify the weights from that. The runner (runner.py) picks the backend from the options; the local
 causal and masked scorers (sharded or not) and the server scorer implement it. No backend knows about the gate or
 pytest.
@@ -11,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
+
+from pytest_modelbench.errors import ModelLoadError
 
 
 @dataclass(frozen=True)
@@ -23,10 +28,20 @@ class BackendInfo:
     scorer_kwargs: dict[str, Any] = field(default_factory=dict)  # --model-args the scorer itself consumes
 
 
+def output_type_unsupported(output_type: str, backend: str) -> ModelLoadError:
+    """The error of a backend that cannot run tasks of this output type yet."""
+    return ModelLoadError(f"{output_type} tasks are not supported by the {backend} backend yet; run them on a local "
+                          "causal LM")
+
+
 class Backend(Protocol):
     def score_task(self, prepared) -> list[float]: ...
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]: ...
+
+    def generate_task(self, prepared) -> list[str]: ...
+
+    def rolling_loglikelihood_task(self, prepared) -> list[float]: ...
 
     def describe(self) -> BackendInfo: ...
 

@@ -129,6 +129,40 @@ class CausalLMScorer(RequestBackend):
         return BackendInfo(self.name, self.fingerprint or "", "causal", weights_dtype(self.model),
                            placement_description(self.model), dict(self.explicit_settings))
 
+    def generate_task(self, prepared) -> list[str]:
+        """Greedy answers of a generate_until task, one per document (scoring/generation.py). Not cached: the score
+        cache holds numbers only."""
+        from pytest_modelbench.scoring.generation import context_limit, generate_greedy
+        from pytest_modelbench.scoring.progress import ScoringProgress
+
+        settings = prepared.config.generation
+        limit = context_limit(self.max_length, settings)
+        contexts = [self.encoder.encode(doc.context)[-limit:] for doc in prepared.documents]
+        longest = max(len(context) for context in contexts) + settings.max_gen_toks
+        progress = ScoringProgress(self.progress, prepared.config.task, [1] * len(contexts))
+        answers = generate_greedy(self.model, self.encoder.tokenizer, self.device, contexts, settings,
+                                  self._resolve_batch_size(longest), progress.requests_done)
+        progress.finish()
+        return answers
+
+    def rolling_loglikelihood_task(self, prepared) -> list[float]:
+        """Each document's text log-likelihood, summed over lm-eval's rolling windows (scoring/rolling.py). Not
+        cached: the cache is keyed by (context, continuation) strings, and windows are token spans."""
+        from pytest_modelbench.scoring.progress import ScoringProgress
+        from pytest_modelbench.scoring.rolling import rolling_windows
+
+        per_document = [rolling_windows(self.encoder.encode(doc.gold), self.encoder.prefix_token_id, self.max_length)
+                        for doc in prepared.documents]
+        progress = ScoringProgress(self.progress, prepared.config.task, [len(windows) for windows in per_document])
+        values = self.score_encoded([window for windows in per_document for window in windows],
+                                    on_done=lambda indices, _: progress.requests_done(indices))
+        progress.finish()
+        totals, start = [], 0
+        for windows in per_document:
+            totals.append(sum(values[start:start + len(windows)]))
+            start += len(windows)
+        return totals
+
     def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,
                       label: str = "scoring") -> list[float]:
         """`documents`: requests per document, in order (for progress); without it each request counts as one."""

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from pytest_modelbench.errors import DocumentError, ModelLoadError
-from pytest_modelbench.scoring.backend import BackendInfo
+from pytest_modelbench.scoring.backend import BackendInfo, output_type_unsupported
 from pytest_modelbench.scoring.causal import weights_dtype
 from pytest_modelbench.scoring.placement import input_device, placement_description, placement_label
 
@@ -240,6 +240,12 @@ class MaskedLMScorer:
             label=config.task,
         )
         return [value for values in per_document for value in values]
+
+    def generate_task(self, prepared) -> list[str]:
+        raise output_type_unsupported("generate_until", "masked LM")
+
+    def rolling_loglikelihood_task(self, prepared) -> list[float]:
+        raise output_type_unsupported("loglikelihood_rolling", "masked LM")
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
         """Loose requests, each scored on its own (the pll protocol)."""

@@ -12,25 +12,44 @@ from typing import Any, Callable
 
 from pytest_modelbench.document_rules import DocumentRules
 from pytest_modelbench.errors import TaskCodeError, TaskConfigError
+from pytest_modelbench.metrics.filters import NO_FILTER, FilterPipeline, filter_pipelines
+from pytest_modelbench.tasks.generation_settings import GenerationSettings, generation_settings
 from pytest_modelbench.tasks.templates import template_problem
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, read_yaml_file
 
 # lm-eval keys that this engine does not implement: refusing them beats silently scoring something else.
 _UNSUPPORTED_LM_EVAL_KEYS = {
     "custom_dataset", "process_results", "use_prompt", "doc_to_image", "doc_to_audio", "unsafe_code",
-    "generation_kwargs", "repeats", "filter_list", "gen_prefix", "group", "group_alias", "task_list", "class",
+    "group", "group_alias", "task_list", "class",
 }
 _FEWSHOT_CONFIG_KEYS = {
-    "sampler", "split", "doc_to_text", "doc_to_target", "doc_to_choice", "target_delimiter", "fewshot_delimiter",
+    "sampler", "split", "samples", "doc_to_text", "doc_to_target", "doc_to_choice", "target_delimiter",
+    "fewshot_delimiter", "gen_prefix",
 }
 _SAMPLERS = {"default", "first_n"}
 _MARGIN_KEYS = {"absolute_margin", "relative_margin"}
 _GATE_KEYS = _MARGIN_KEYS | {"alpha", "metrics"}
-_MODELBENCH_KEYS = {"category_field", "gate"}
+_MODELBENCH_KEYS = {"category_field", "gate", "limit"}
 # Bias-suite keys of the `modelbench:` block (document_rules.py; masked_protocol: scoring/masked.py).
 _MODELBENCH_KEYS |= {"categories", "required_fields", "exclude", "masked_protocol"}
 _MASKED_PROTOCOLS = ("pll", "pll_shared")
 # Keys that do not change what is scored, so editing them does not invalidate a baseline.
+_OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood_rolling")
+# lm-eval's keys each output type needs, and its default metric_list (api/registry.py DEFAULT_METRIC_REGISTRY).
+_REQUIRED_KEYS = {
+    "multiple_choice": ("doc_to_text", "doc_to_choice", "doc_to_target"),
+    "generate_until": ("doc_to_text", "doc_to_target"),
+    "loglikelihood_rolling": ("doc_to_target",),
+}
+# lm-eval's aggregations of the rolling metrics (metrics/perplexity.py); every other metric is a mean.
+_WEIGHTED_AGGREGATIONS = {
+    "word_perplexity": "weighted_perplexity", "byte_perplexity": "weighted_perplexity", "bits_per_byte": "bits_per_byte",
+}
+_DEFAULT_METRICS = {
+    "multiple_choice": ("acc", "acc_norm"),
+    "generate_until": ("exact_match",),
+    "loglikelihood_rolling": ("word_perplexity", "byte_perplexity", "bits_per_byte"),
+}
 _NOT_SCORING_KEYS = {"tag", "task_alias", "should_decontaminate", "doc_to_decontamination_query"}
 
 
@@ -67,8 +86,11 @@ class TaskConfig:
     fewshot_split: str | None = None
     fewshot_sampler: str = "default"
     fewshot_overrides: dict[str, Any] = field(default_factory=dict)
+    # fewshot_config.samples: inline few-shot documents, or a !function giving them (used when no split is named)
+    fewshot_samples: tuple[dict[str, Any], ...] | Callable[[], Any] | None = None
     num_fewshot: int | None = None
     description: str = ""
+    gen_prefix: str | None = None  # generate_until: the start of the answer, after the question (template or field)
     doc_to_text: Any = None
     doc_to_target: Any = None
     doc_to_choice: Any = None
@@ -76,6 +98,8 @@ class TaskConfig:
     fewshot_delimiter: str = "\n\n"
     output_type: str = "multiple_choice"
     metric_list: tuple[MetricSpec, ...] = (MetricSpec("acc"), MetricSpec("acc_norm"))
+    generation: GenerationSettings | None = None  # generate_until only: stop sequences and token budget
+    filters: tuple[FilterPipeline, ...] = NO_FILTER  # generate_until only: filter_list
     process_docs: Callable[[Any], Any] | None = None
     should_decontaminate: bool = False
     doc_to_decontamination_query: str | None = None
@@ -83,6 +107,7 @@ class TaskConfig:
     category_field: str | None = None
     categories: tuple[str, ...] | None = None  # modelbench.categories: every one is reported, empty ones as empty
     masked_protocol: str = "pll"  # modelbench.masked_protocol: how a masked LM scores the choices
+    limit: int | None = None  # modelbench.limit: only the first N documents of the evaluated split (as --limit N)
     gate: GateTolerance = GateTolerance()
     config_hash: str = ""
 
@@ -92,6 +117,9 @@ class TaskConfig:
 
     @property
     def fewshot_pool_split(self) -> str | None:
+        """The split shots are drawn from; None with inline `fewshot_config.samples` (they come first)."""
+        if self.fewshot_split is None and self.fewshot_samples is not None:
+            return None
         return self.fewshot_split or self.training_split or self.validation_split or self.test_split
 
 
@@ -125,23 +153,30 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     if unsupported:
         raise TaskConfigError(f"{path}: key '{unsupported[0]}' is not supported by pytest-modelbench")
     known = {f for f in TaskConfig.__dataclass_fields__} | {"fewshot_config", "metadata", "modelbench"}
-    known -= {"source", "fewshot_sampler", "fewshot_overrides", "version", "category_field", "gate", "config_hash"}
-    known -= {"categories", "masked_protocol"}
+    known -= {"source", "fewshot_sampler", "fewshot_overrides", "fewshot_samples", "version", "category_field", "gate"}
+    known -= {"config_hash"}
+    known -= {"categories", "masked_protocol", "generation", "filters", "limit"}
+    # repeats: greedy decoding answers every repeat alike, and each filter maps responses one by one before the
+    # first is taken, so generating once gives lm-eval's result; it is read (and part of the config hash) only.
+    known |= {"generation_kwargs", "filter_list", "repeats"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise TaskConfigError(f"{path}: unknown key '{unknown[0]}'")
     task = raw.get("task")
     if not isinstance(task, str) or not task:
         raise TaskConfigError(f"{path}: key 'task' must be a task name")
-    if raw.get("output_type", "multiple_choice") != "multiple_choice":
+    output_type = raw.get("output_type", "multiple_choice")
+    if output_type not in _OUTPUT_TYPES:
         raise TaskConfigError(
-            f"{path}: key 'output_type': only 'multiple_choice' is supported, found {raw['output_type']!r}"
+            f"{path}: key 'output_type': only {', '.join(_OUTPUT_TYPES)} are supported, found {output_type!r}"
         )
-    for key in ("doc_to_text", "doc_to_choice"):
+    generative = output_type == "generate_until"
+    for key in _REQUIRED_KEYS[output_type]:
         if raw.get(key) is None:
-            raise TaskConfigError(f"{path}: key '{key}' is required for a multiple_choice task")
-    if raw.get("doc_to_target") is None:
-        raise TaskConfigError(f"{path}: key 'doc_to_target' is required for a multiple_choice task")
+            raise TaskConfigError(f"{path}: key '{key}' is required for a {output_type} task")
+    for key in ("generation_kwargs", "filter_list", "repeats", "gen_prefix"):
+        if key in raw and not generative:
+            raise TaskConfigError(f"{path}: key '{key}' applies to generate_until tasks only")
     _check_value_types(raw, path)
 
     def resolve(key: str, value: Any) -> Any:
@@ -159,7 +194,10 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     if not isinstance(sampler, str) or sampler not in _SAMPLERS:
         raise TaskConfigError(f"{path}: key 'fewshot_config.sampler': unknown sampler {sampler!r} (use default or first_n)")
     _check_value_types(fewshot, path, prefix="fewshot_config.")
-    overrides = {k: resolve(f"fewshot_config.{k}", v) for k, v in fewshot.items() if k not in ("sampler", "split")}
+    overrides = {
+        k: resolve(f"fewshot_config.{k}", v) for k, v in fewshot.items() if k not in ("sampler", "split", "samples")
+    }
+    samples = _fewshot_samples(fewshot.get("samples"), path, resolve)
 
     tag = raw.get("tag") or ()
     if isinstance(tag, str):
@@ -184,9 +222,13 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         problem = None if key == "metrics" else gate_value_problem(key, value)
         if problem:
             raise TaskConfigError(f"{path}: key 'modelbench.gate.{key}' {problem}")
-    metric_specs = _metric_specs(raw.get("metric_list"), path)
+    metric_specs = _metric_specs(raw.get("metric_list"), path, output_type)
     _check_metric_margins(gate.get("metrics"), {spec.name for spec in metric_specs}, path)
 
+    repeats = raw.get("repeats", 1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise TaskConfigError(f"{path}: key 'repeats' must be a positive integer, got {repeats!r}")
+    fewshot_delimiter = raw.get("fewshot_delimiter", "\n\n")
     num_fewshot = raw.get("num_fewshot")
     if num_fewshot is not None and (not isinstance(num_fewshot, int) or num_fewshot < 0):
         raise TaskConfigError(f"{path}: key 'num_fewshot' must be a non-negative integer")
@@ -205,14 +247,19 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         fewshot_split=raw.get("fewshot_split") or fewshot.get("split"),
         fewshot_sampler=sampler,
         fewshot_overrides=overrides,
+        fewshot_samples=samples,
         num_fewshot=num_fewshot,
         description=raw.get("description") or "",
+        gen_prefix=raw.get("gen_prefix"),
         doc_to_text=resolve("doc_to_text", raw.get("doc_to_text")),
         doc_to_target=resolve("doc_to_target", raw.get("doc_to_target")),
         doc_to_choice=resolve("doc_to_choice", raw.get("doc_to_choice")),
         target_delimiter=raw.get("target_delimiter", " "),
-        fewshot_delimiter=raw.get("fewshot_delimiter", "\n\n"),
+        fewshot_delimiter=fewshot_delimiter,
+        output_type=output_type,
         metric_list=metric_specs,
+        generation=generation_settings(raw.get("generation_kwargs"), fewshot_delimiter, path) if generative else None,
+        filters=filter_pipelines(raw.get("filter_list"), path) if generative else NO_FILTER,
         process_docs=_document_rules(modelbench, path, task, resolve("process_docs", raw.get("process_docs"))),
         should_decontaminate=bool(raw.get("should_decontaminate", False)),
         doc_to_decontamination_query=raw.get("doc_to_decontamination_query"),
@@ -220,6 +267,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         category_field=modelbench.get("category_field"),
         categories=_string_list(modelbench, "categories", path),
         masked_protocol=_masked_protocol(modelbench, path),
+        limit=_document_limit(modelbench, path),
         gate=GateTolerance(**{**gate, "metrics": gate.get("metrics") or {}}),
         config_hash=_config_hash(raw),
     )
@@ -235,6 +283,7 @@ _TEMPLATE_KINDS = {
     "doc_to_target": (str, int, list),
     "doc_to_choice": (str, list, dict),
     "description": (str,),
+    "gen_prefix": (str,),
 }
 _STRING_KEYS = (
     "target_delimiter", "fewshot_delimiter", "task_alias", "dataset_path", "dataset_name", "training_split",
@@ -262,8 +311,21 @@ def _check_value_types(block: dict[str, Any], path: Path, prefix: str = "") -> N
         value = block.get(key)
         if value is not None and not isinstance(value, str):
             raise TaskConfigError(f"{path}: key '{prefix}{key}' must be a string, got {value!r}")
+    if isinstance(block.get("gen_prefix"), FunctionRef):  # lm-eval renders it as a template or reads a field only
+        raise TaskConfigError(f"{path}: key '{prefix}gen_prefix' must be a template or a field name, not a !function")
     if "process_docs" in block and not isinstance(block["process_docs"], FunctionRef):
         raise TaskConfigError(f"{path}: key '{prefix}process_docs' must be a '!function module.name' reference")
+
+
+def _fewshot_samples(value: Any, path: Path, resolve: Callable[[str, Any], Any]) -> Any:
+    """`fewshot_config.samples`: a non-empty list of documents (mappings), or a `!function` returning one."""
+    if value is None or isinstance(value, FunctionRef):
+        return resolve("fewshot_config.samples", value)
+    if not isinstance(value, list) or not value or not all(isinstance(doc, dict) for doc in value):
+        raise TaskConfigError(
+            f"{path}: key 'fewshot_config.samples' must be a non-empty list of documents (mappings) or a !function"
+        )
+    return tuple(value)
 
 
 def _check_metric_margins(block: Any, metric_names: set[str], path: Path) -> None:
@@ -296,6 +358,13 @@ def _string_list(block: dict[str, Any], key: str, path: Path) -> tuple[str, ...]
     return tuple(value)
 
 
+def _document_limit(block: dict[str, Any], path: Path) -> int | None:
+    value = block.get("limit")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise TaskConfigError(f"{path}: key 'modelbench.limit' must be a positive integer, got {value!r}")
+    return value
+
+
 def _masked_protocol(block: dict[str, Any], path: Path) -> str:
     value = block.get("masked_protocol", "pll")
     if value not in _MASKED_PROTOCOLS:
@@ -326,20 +395,24 @@ def _document_rules(block: dict[str, Any], path: Path, task: str, process_docs: 
     )
 
 
-def _metric_specs(metric_list: Any, path: Path) -> tuple[MetricSpec, ...]:
+def _metric_specs(metric_list: Any, path: Path, output_type: str) -> tuple[MetricSpec, ...]:
     if metric_list is None:
-        return TaskConfig.metric_list
+        return tuple(MetricSpec(name) for name in _DEFAULT_METRICS[output_type])
     if not isinstance(metric_list, list) or not metric_list:
         raise TaskConfigError(f"{path}: key 'metric_list' must be a non-empty list")
     specs = []
     for i, entry in enumerate(metric_list):
         if not isinstance(entry, dict) or not isinstance(entry.get("metric"), str):
             raise TaskConfigError(f"{path}: key 'metric_list[{i}]' needs a 'metric' name")
-        aggregation = entry.get("aggregation", "mean")
-        if aggregation != "mean":  # the engine would report the mean anyway: refuse rather than mislabel
-            raise TaskConfigError(f"{path}: key 'metric_list[{i}].aggregation': only 'mean' is supported, got {aggregation!r}")
+        # Each metric is reported with its own aggregation: refuse another one rather than mislabel it.
+        own = _WEIGHTED_AGGREGATIONS.get(entry["metric"], "mean")
+        aggregation = entry.get("aggregation", own)
+        if aggregation != own:
+            raise TaskConfigError(
+                f"{path}: key 'metric_list[{i}].aggregation': only '{own}' is supported, got {aggregation!r}"
+            )
         options = {k: v for k, v in entry.items() if k not in ("metric", "aggregation", "higher_is_better")}
-        specs.append(MetricSpec(entry["metric"], entry.get("aggregation", "mean"), entry.get("higher_is_better"), options))
+        specs.append(MetricSpec(entry["metric"], aggregation, entry.get("higher_is_better"), options))
     return tuple(specs)
 
 

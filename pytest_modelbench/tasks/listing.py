@@ -26,4 +26,5 @@ def fewshot_setting(config: TaskConfig, num_fewshot: int | None) -> str:
     shots = effective_num_fewshot(config, num_fewshot)
     if not shots:
         return "0"
-    return f"{shots} from '{config.fewshot_pool_split}' ({config.fewshot_sampler})"
+    pool = "fewshot_config.samples" if config.fewshot_pool_split is None else f"'{config.fewshot_pool_split}'"
+    return f"{shots} from {pool} ({config.fewshot_sampler})"

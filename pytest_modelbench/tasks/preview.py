@@ -1,4 +1,5 @@
-"""A prepared task as text: each document's context, continuations and gold answer, exactly as they are scored.
+"""A prepared task as text: each document's context, continuations and gold answer (for a generate_until task the
+reference answer; for a loglikelihood_rolling task the text), exactly as they are scored.
 
 The context is shown verbatim, one `|` line per line of text; continuations are quoted as Python strings, so that the
 target delimiter (usually a leading space) and any stray whitespace are visible.
@@ -26,11 +27,16 @@ def preview_lines(prepared: PreparedTask) -> list[str]:
 
 def document_lines(doc: DocumentRequests) -> list[str]:
     category = f", category {doc.category}" if doc.category is not None else ""
+    if not doc.context and not doc.continuations:  # loglikelihood_rolling: the text alone is scored
+        return [f"  document {doc.doc_id}{category}", f"    text: {doc.gold!r}"]
     lines = [f"  document {doc.doc_id}{category}", "    context:"]
     if doc.context:
         lines += [f"      {CONTEXT_MARK} {line}" for line in doc.context.split("\n")]
     else:
         lines.append("      (empty: each continuation is scored on its own)")
+    if not doc.continuations:  # generate_until: the model answers; this is what the answer is scored against
+        lines.append(f"    target: {doc.gold!r}")
+        return lines
     lines.append("    continuations:")
     golds = set(doc.gold) if isinstance(doc.gold, tuple) else {doc.gold}
     for i, continuation in enumerate(doc.continuations):

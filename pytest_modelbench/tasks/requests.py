@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_modelbench.errors import DocumentError
 from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.prompt_format import PLAIN_TEXT, PromptFormat, Shot
 from pytest_modelbench.tasks.templates import DocResolver, render
 
 FEWSHOT_SEED = 1234
@@ -15,13 +16,15 @@ FEWSHOT_SEED = 1234
 
 @dataclass(frozen=True)
 class DocumentRequests:
-    """One evaluated document: its shared context and one continuation per choice."""
+    """One evaluated document: its shared context and one continuation per choice. No continuations for a
+    generate_until task (`gold` is the reference text, a tuple of texts when several are accepted) nor for a
+    loglikelihood_rolling one (`gold` is the text whose log-likelihood is scored, the context is empty)."""
 
     doc_id: int
     context: str
     choices: tuple[str, ...]
     continuations: tuple[str, ...]
-    gold: int | tuple[int, ...]
+    gold: int | tuple[int, ...] | str | tuple[str, ...]
     category: str | None
     doc: Mapping[str, Any]
 
@@ -50,8 +53,9 @@ class FewshotSampler:
 
 
 class RequestBuilder:
-    def __init__(self, config: TaskConfig, field_names: set[str]):
+    def __init__(self, config: TaskConfig, field_names: set[str], prompt_format: PromptFormat = PLAIN_TEXT):
         self.config = config
+        self.prompt_format = prompt_format
         self.resolver = DocResolver(field_names, has_choices=config.doc_to_choice is not None)
         overrides = config.fewshot_overrides
         self.shot_text = overrides.get("doc_to_text", config.doc_to_text)
@@ -59,49 +63,72 @@ class RequestBuilder:
         self.shot_choice = overrides.get("doc_to_choice", config.doc_to_choice)
         self.shot_target_delimiter = overrides.get("target_delimiter", config.target_delimiter)
         self.shot_fewshot_delimiter = overrides.get("fewshot_delimiter", config.fewshot_delimiter)
+        self.shot_gen_prefix = overrides.get("gen_prefix", config.gen_prefix)
 
     def where(self, doc_id: int | str) -> str:
         return f"{self.config.source}: task '{self.config.task}', document {doc_id}"
 
     def build(self, doc_id: int, doc: Mapping[str, Any], shots: Sequence[Mapping[str, Any]]) -> DocumentRequests:
         config, where = self.config, self.where(doc_id)
-        context = self._description(doc, where)
-        for shot in shots:
-            context += self._shot(shot, f"{where} (few-shot example)")
-        context += self.resolver.text(config.doc_to_text, doc, where)
+        if config.output_type == "loglikelihood_rolling":  # lm-eval scores the target text alone: no prompt
+            text = self.resolver.target(config.doc_to_target, doc, where)
+            if not isinstance(text, str):
+                raise DocumentError(f"{where}: a loglikelihood_rolling target must be text, got {text!r}")
+            return DocumentRequests(doc_id, "", (), (), text, self._category(doc, where), doc)
+        question = Shot(self.resolver.text(config.doc_to_text, doc, where), "", config.target_delimiter, "",
+                        self._field_or_template(config.gen_prefix, doc, where))
+        context = self.prompt_format.context(
+            self._field_or_template(config.description, doc, where),
+            [self._shot(shot, f"{where} (few-shot example)") for shot in shots], question, config.fewshot_delimiter,
+        )
+        target = self.resolver.target(config.doc_to_target, doc, where)
+        if config.output_type == "generate_until":
+            return DocumentRequests(doc_id, context, (), (), self._reference(target, doc, where),
+                                    self._category(doc, where), doc)
         choices = self.resolver.choices(config.doc_to_choice, doc, where)
-        gold = self._gold(self.resolver.target(config.doc_to_target, doc, where), choices, where)
         return DocumentRequests(
             doc_id=doc_id,
             context=context,
             choices=tuple(choices),
-            continuations=tuple(config.target_delimiter + choice for choice in choices),
-            gold=gold,
+            continuations=tuple(self.prompt_format.continuation_delimiter(config.target_delimiter) + choice
+                                for choice in choices),
+            gold=self._gold(target, choices, where),
             category=self._category(doc, where),
             doc=doc,
         )
 
-    def _description(self, doc: Mapping[str, Any], where: str) -> str:
-        description = self.config.description
-        if not description:
-            return ""
-        if description in self.resolver.field_names:
-            return str(doc[description])
-        return render(description, doc, where)
+    def _reference(self, target: Any, doc: Mapping[str, Any], where: str) -> str | tuple[str, ...]:
+        """What a generation is scored against (lm-eval): with doc_to_choice the target indexes the choices; a list
+        is several references (any one matches); anything else as text."""
+        if self.config.doc_to_choice is not None:
+            choices = self.resolver.choices(self.config.doc_to_choice, doc, where)
+            if isinstance(target, (list, str)):
+                raise DocumentError(f"{where}: with doc_to_choice the target must be a choice index, got {target!r}")
+            return choices[self._gold(target, choices, where)]
+        if isinstance(target, list):
+            return tuple(str(reference) for reference in target)
+        return str(target)
 
-    def _shot(self, shot: Mapping[str, Any], where: str) -> str:
+    def _field_or_template(self, spec: str | None, doc: Mapping[str, Any], where: str) -> str:
+        """The description or a gen_prefix for one document: a field's value, or the rendered template."""
+        if not spec:
+            return ""
+        if spec in self.resolver.field_names:
+            return str(doc[spec])
+        return render(spec, doc, where)
+
+    def _shot(self, shot: Mapping[str, Any], where: str) -> Shot:
         question = self.resolver.text(self.shot_text, shot, where)
         target = self.resolver.target(self.shot_target, shot, where)
         if isinstance(target, list):
             target = target[0]
-        if isinstance(target, int):
+        if isinstance(target, int) and self.shot_choice is not None:
             choices = self.resolver.choices(self.shot_choice, shot, where)
             answer = choices[self._gold(target, choices, where)]
         else:
             answer = "" if target is None else str(target)
-        if not answer:
-            return question
-        return question + self.shot_target_delimiter + answer + self.shot_fewshot_delimiter
+        return Shot(question, answer, self.shot_target_delimiter, self.shot_fewshot_delimiter,
+                    self._field_or_template(self.shot_gen_prefix, shot, where))
 
     @staticmethod
     def _gold(target: Any, choices: list[str], where: str) -> int | tuple[int, ...]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
-from pytest_modelbench.errors import DatasetError, TaskConfigError
+from pytest_modelbench.errors import DatasetError, TaskCodeError, TaskConfigError
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.datasets import Split, load_split
+from pytest_modelbench.tasks.prompt_format import PLAIN_TEXT, PromptFormat
 from pytest_modelbench.tasks.requests import DocumentRequests, FewshotSampler, RequestBuilder
 
 
@@ -18,6 +20,7 @@ class PreparedTask:
     num_fewshot: int
     limit: int | None
     data_fingerprint: str
+    prompt_label: str = ""  # the prompt format (chat template, system instruction) as the provenance records it
 
 
 def effective_num_fewshot(config: TaskConfig, override: int | None) -> int:
@@ -28,12 +31,15 @@ def effective_num_fewshot(config: TaskConfig, override: int | None) -> int:
 
 
 def prepare_task(
-    config: TaskConfig, *, data_dir: Path | None = None, num_fewshot: int | None = None, limit: int | None = None
+    config: TaskConfig, *, data_dir: Path | None = None, num_fewshot: int | None = None, limit: int | None = None,
+    prompt_format: PromptFormat = PLAIN_TEXT,
 ) -> PreparedTask:
+    """`prompt_format`: plain text, or a chat template (--apply-chat-template, tasks/prompt_format.py)."""
     eval_split_name = config.eval_split
     if eval_split_name is None:
         raise TaskConfigError(f"{config.source}: task '{config.task}' needs 'test_split' or 'validation_split'")
     eval_split = load_split(config, eval_split_name, data_dir)
+    limit = min((n for n in (limit, config.limit) if n is not None), default=None)  # --limit within modelbench.limit
     docs = eval_split.docs if limit is None else eval_split.docs[:limit]
     if not docs:  # the gate would compare nothing and pass
         after = " (after process_docs and the modelbench row rules)" if config.process_docs is not None else ""
@@ -41,23 +47,41 @@ def prepare_task(
 
     shots_per_doc = effective_num_fewshot(config, num_fewshot)
     sampler = _fewshot_sampler(config, shots_per_doc, eval_split, data_dir)
-    builder = RequestBuilder(config, eval_split.field_names)
+    builder = RequestBuilder(config, eval_split.field_names, prompt_format)
     documents = [builder.build(doc_id, doc, sampler.shots(doc, shots_per_doc)) for doc_id, doc in enumerate(docs)]
-    return PreparedTask(config, documents, shots_per_doc, limit, eval_split.fingerprint)
+    return PreparedTask(config, documents, shots_per_doc, limit, eval_split.fingerprint, prompt_format.label)
 
 
 def _fewshot_sampler(config: TaskConfig, shots_per_doc: int, eval_split: Split, data_dir: Path | None) -> FewshotSampler:
-    pool_split = config.fewshot_pool_split
     where = f"{config.source}: task '{config.task}'"
-    if shots_per_doc and pool_split is None:
-        raise TaskConfigError(f"{where} asks for few-shot examples but has no split to draw them from")
     if not shots_per_doc:
         return FewshotSampler([], config.fewshot_sampler, exclude_eval_doc=False)
-    pool = eval_split.docs if pool_split == eval_split.name else load_split(config, pool_split, data_dir).docs
-    # lm-eval drops the evaluated document from its shots only when the few-shot split is the test split.
-    exclude_eval_doc = config.fewshot_split is not None and config.fewshot_split == config.test_split
+    pool_split = config.fewshot_pool_split
+    if pool_split is not None:
+        pool = eval_split.docs if pool_split == eval_split.name else load_split(config, pool_split, data_dir).docs
+        source = f"split '{pool_split}'"
+    elif config.fewshot_samples is not None:
+        pool, source = _inline_samples(config, where), "fewshot_config.samples"
+    else:
+        raise TaskConfigError(f"{where} asks for few-shot examples but has no split to draw them from")
+    # lm-eval drops the evaluated document from its shots (drawing one more) only when the few-shot split is the
+    # test split, which includes neither being named (inline samples or the training split, validation evaluated).
+    exclude_eval_doc = config.fewshot_split == config.test_split
     if shots_per_doc > len(pool) - exclude_eval_doc:
         raise TaskConfigError(
-            f"{where} asks for {shots_per_doc} few-shot examples but split '{pool_split}' has only {len(pool)} documents"
+            f"{where} asks for {shots_per_doc} few-shot examples but {source} has only {len(pool)} documents"
         )
     return FewshotSampler(pool, config.fewshot_sampler, exclude_eval_doc)
+
+
+def _inline_samples(config: TaskConfig, where: str) -> list:
+    """`fewshot_config.samples` as lm-eval reads it: the list itself, or what its !function returns."""
+    samples = config.fewshot_samples
+    if callable(samples):
+        try:
+            samples = samples()
+        except TaskCodeError as exc:
+            raise TaskConfigError(f"{where}: fewshot_config.samples: {exc}") from None
+        if not isinstance(samples, (list, tuple)) or not all(isinstance(doc, Mapping) for doc in samples):
+            raise TaskConfigError(f"{where}: fewshot_config.samples: the !function must return a list of documents")
+    return list(samples)

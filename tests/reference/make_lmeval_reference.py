@@ -15,6 +15,7 @@ Scratch venv (what produced the committed files; Python 3.11, CPU only, no Huggi
 
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py            # all runs
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py crows      # a subset
+    /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py gen        # generate_until
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py --repack   # re-pack only
 
 Wall time on the 2-core dev box (shared with other jobs): arc ~23 min, bangla ~17 min, crows ~2 h
@@ -46,6 +47,12 @@ change is the dataset location: ``dataset_path: json`` (``csv`` for CrowS-Pairs)
 CrowS-Pairs subtask YAMLs are copied verbatim; their ``!function utils.*`` tags resolve to a
 one-line ``utils.py`` that re-exports ``lm_eval.tasks.crows_pairs.utils`` (so lm-eval's logic is used
 unchanged).  The include copies carry lm-eval's task names and override the built-in ones.
+
+* ``gen``: this project's own ``suites/arc_gen`` generate_until YAMLs (ARC-Challenge answered as a letter), with
+  their pytest-modelbench-only ``modelbench:`` block removed, on the same ARC-Challenge files, ``--limit 20``.
+  Output ``lmeval_gen_<task>_limit20.json``: provenance, task_yaml, results (lm-eval's ``exact_match,<filter>`` keys)
+  and per document: context, gen_kwargs, the raw generation, target, filtered answer and exact match per filter.
+  Wall time: 90 s (2026-11-30).
 
 Output: ``tests/reference/lmeval_<run>.json`` = {provenance, task_yaml (the relocated YAML actually
 used), results (lm-eval's ``<metric>,none`` keys without the filter suffix), samples: [{doc_id,
@@ -84,6 +91,13 @@ CROWS_CATEGORIES = [
     "age", "disability", "gender", "nationality", "physical_appearance",
     "race_color", "religion", "sexual_orientation", "socioeconomic",
 ]
+GEN_TASKS = ("arc_challenge_letter", "arc_challenge_letter_3shot")  # suites/arc_gen
+PREFIX_TASK = "arc_challenge_letter_prefixed"  # suites/arc_gen, with gen_prefix
+PREFIX_LIMIT = 10
+GEN_LIMIT = 20
+CHAT_SYSTEM_INSTRUCTION = "Answer with the letter of the correct choice."
+ROLLING_TASK = "arc_challenge_question_ppl"  # suites/perplexity
+ROLLING_MAX_LENGTH = 16  # so that most questions span several rolling windows
 BANGLA_YAML = {  # task -> lm-eval file name
     "bangla_mmlu": "bangla_mmlu.yaml",
     "boolqa_bn": "bangla_boolqa.yaml",
@@ -175,14 +189,42 @@ def build_include_dirs(boolqa_answer: str = "bool") -> dict[str, pathlib.Path]:
         encoding="utf-8",
     )
     dirs["crows_pairs"] = d
+
+    # arc_gen: our shipped generate_until suite, without its pytest-modelbench-only `modelbench:` block
+    d = inc / "arc_gen"
+    d.mkdir(parents=True)
+    for task in (*GEN_TASKS, PREFIX_TASK):
+        src = without_modelbench_block((REPO / "suites" / "arc_gen" / f"{task}.yaml").read_text(encoding="utf-8"))
+        (d / f"{task}.yaml").write_text(relocate_yaml(src, "json", files), encoding="utf-8")
+    dirs["arc_gen"] = d
+
+    # perplexity: our shipped loglikelihood_rolling task, the same way
+    d = inc / "perplexity"
+    d.mkdir(parents=True)
+    src = without_modelbench_block((REPO / "suites" / "perplexity" / f"{ROLLING_TASK}.yaml").read_text(encoding="utf-8"))
+    (d / f"{ROLLING_TASK}.yaml").write_text(relocate_yaml(src, "json", files), encoding="utf-8")
+    dirs["perplexity"] = d
     return dirs
+
+
+def without_modelbench_block(text: str) -> str:
+    """Drop the top-level `modelbench:` mapping (lm-eval's TaskConfig refuses unknown keys) and comments."""
+    out, inside = [], False
+    for line in text.split("\n"):
+        if line.startswith("modelbench:"):
+            inside = True
+        elif inside and line and not line.startswith(" "):
+            inside = False
+        if not inside and not line.startswith("#"):
+            out.append(line)
+    return "\n".join(out)
 
 
 # --------------------------------------------------------------------------------------------
 # running lm-eval and re-packing its output
 
 def run_lm_eval(tasks: list[str], include: pathlib.Path, outdir: pathlib.Path, num_fewshot: int | None,
-                limit: int | None, extra: list[str] = ()) -> tuple[list[str], float]:
+                limit: int | None, extra: list[str] = (), model_args: str = "") -> tuple[list[str], float]:
     sidecar = outdir.with_suffix(".run.json")
     if REPACK:  # re-read a previous run's output instead of running lm-eval again
         meta = json.loads(sidecar.read_text(encoding="utf-8"))
@@ -192,7 +234,7 @@ def run_lm_eval(tasks: list[str], include: pathlib.Path, outdir: pathlib.Path, n
     outdir.parent.mkdir(parents=True, exist_ok=True)
     cmd = [
         "lm_eval", "run", "--model", "hf",
-        "--model_args", f"pretrained={GGUF_DIR},gguf_file={GGUF_FILE},dtype=float32",
+        "--model_args", f"pretrained={GGUF_DIR},gguf_file={GGUF_FILE},dtype=float32{model_args}",
         "--tasks", ",".join(tasks),
         "--include_path", str(include),
         "--device", "cpu", "--batch_size", "1",
@@ -297,9 +339,10 @@ def write_json(name: str, obj: dict) -> pathlib.Path:
 
 
 def do_mc_run(name_of: dict[str, str], include: pathlib.Path, yaml_file: dict[str, pathlib.Path],
-              num_fewshot: int | None, limit: int | None, tag: str) -> None:
+              num_fewshot: int | None, limit: int | None, tag: str, extra: list[str] = (),
+              extra_provenance: dict | None = None) -> None:
     tasks = list(name_of)
-    cmd, elapsed = run_lm_eval(tasks, include, SCRATCH / "out" / tag, num_fewshot, limit)
+    cmd, elapsed = run_lm_eval(tasks, include, SCRATCH / "out" / tag, num_fewshot, limit, extra)
     results, samples = read_outputs(SCRATCH / "out" / tag)
     for task, outname in name_of.items():
         res = strip_results(results["results"][task])
@@ -308,7 +351,7 @@ def do_mc_run(name_of: dict[str, str], include: pathlib.Path, yaml_file: dict[st
         yaml_text = yaml_file[task].read_text(encoding="utf-8")
         write_json(outname, {
             "provenance": {**provenance(cmd, results["n-shot"][task], limit, len(recs), elapsed, results),
-                           "data_sha256": data_sha256(yaml_text)},
+                           **(extra_provenance or {}), "data_sha256": data_sha256(yaml_text)},
             "task_yaml": yaml_text,
             "results": res,
             "samples": recs,
@@ -399,7 +442,106 @@ def run_crows(dirs) -> None:
     })
 
 
-RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows}
+def generation_records(samples: list[dict]) -> list[dict]:
+    """--log_samples writes one line per (document, filter): regroup them per document."""
+    by_doc: dict[int, dict] = {}
+    for s in sorted(samples, key=lambda s: s["doc_id"]):
+        (args,) = s["arguments"].values()
+        rec = by_doc.setdefault(s["doc_id"], {
+            "doc_id": s["doc_id"], "context": args["arg_0"], "gen_kwargs": args["arg_1"],
+            "generation": s["resps"][0][0], "target": s["target"], "filtered": {}, "exact_match": {},
+        })
+        assert rec["generation"] == s["resps"][0][0]
+        rec["filtered"][s["filter"]] = s["filtered_resps"][0]
+        rec["exact_match"][s["filter"]] = s["exact_match"]
+    return list(by_doc.values())
+
+
+def run_gen(dirs) -> None:
+    """suites/arc_gen's generate_until tasks: raw generation, filtered answers and exact match per document."""
+    d = dirs["arc_gen"]
+    cmd, elapsed = run_lm_eval(list(GEN_TASKS), d, SCRATCH / "out" / "gen", None, GEN_LIMIT)
+    results, samples = read_outputs(SCRATCH / "out" / "gen")
+    for task in GEN_TASKS:
+        recs = generation_records(samples[task])
+        yaml_text = (d / f"{task}.yaml").read_text(encoding="utf-8")
+        res = {k: v for k, v in results["results"][task].items() if "," in k}
+        write_json(f"gen_{task}_limit{GEN_LIMIT}", {
+            "provenance": {**provenance(cmd, results["n-shot"][task], GEN_LIMIT, len(recs), elapsed, results),
+                           "data_sha256": data_sha256(yaml_text)},
+            "task_yaml": yaml_text,
+            "results": res,
+            "samples": recs,
+        })
+
+
+def run_gen_prefix(dirs) -> None:
+    """suites/arc_gen's gen_prefix task (2-shot), --limit 10."""
+    d = dirs["arc_gen"]
+    cmd, elapsed = run_lm_eval([PREFIX_TASK], d, SCRATCH / "out" / "gen_prefix", None, PREFIX_LIMIT)
+    results, samples = read_outputs(SCRATCH / "out" / "gen_prefix")
+    yaml_text = (d / f"{PREFIX_TASK}.yaml").read_text(encoding="utf-8")
+    recs = generation_records(samples[PREFIX_TASK])
+    write_json(f"gen_{PREFIX_TASK}_limit{PREFIX_LIMIT}", {
+        "provenance": {**provenance(cmd, results["n-shot"][PREFIX_TASK], PREFIX_LIMIT, len(recs), elapsed, results),
+                       "data_sha256": data_sha256(yaml_text)},
+        "task_yaml": yaml_text,
+        "results": {k: v for k, v in results["results"][PREFIX_TASK].items() if "," in k},
+        "samples": recs,
+    })
+
+
+def run_rolling(dirs) -> None:
+    """suites/perplexity's loglikelihood_rolling task with max_length=16: per-document text log-likelihoods."""
+    d = dirs["perplexity"]
+    cmd, elapsed = run_lm_eval([ROLLING_TASK], d, SCRATCH / "out" / "rolling", None, GEN_LIMIT,
+                               model_args=f",max_length={ROLLING_MAX_LENGTH}")
+    results, samples = read_outputs(SCRATCH / "out" / "rolling")
+    recs = [{"doc_id": s["doc_id"], "text": s["arguments"]["gen_args_0"]["arg_0"],
+             "loglikelihood": float(s["resps"][0][0]),
+             "metrics": {m: s[m] for m in ("word_perplexity", "byte_perplexity", "bits_per_byte")}}
+            for s in sorted(samples[ROLLING_TASK], key=lambda s: s["doc_id"])]
+    yaml_text = (d / f"{ROLLING_TASK}.yaml").read_text(encoding="utf-8")
+    write_json(f"rolling_{ROLLING_TASK}_maxlen{ROLLING_MAX_LENGTH}_limit{GEN_LIMIT}", {
+        "provenance": {**provenance(cmd, 0, GEN_LIMIT, len(recs), elapsed, results),
+                       "max_length": ROLLING_MAX_LENGTH, "data_sha256": data_sha256(yaml_text)},
+        "task_yaml": yaml_text,
+        "results": strip_results(results["results"][ROLLING_TASK]),
+        "samples": recs,
+    })
+
+
+def run_chat(dirs) -> None:
+    """suites/arc_gen with --apply_chat_template (shots as turns, lm-eval's CLI default) and --system_instruction."""
+    d = dirs["arc_gen"]
+    limit = 5
+    cmd, elapsed = run_lm_eval(list(GEN_TASKS), d, SCRATCH / "out" / "chat", None, limit,
+                               ["--apply_chat_template", "--system_instruction", CHAT_SYSTEM_INSTRUCTION],
+              {"apply_chat_template": True, "fewshot_as_multiturn": True, "system_instruction": CHAT_SYSTEM_INSTRUCTION})
+    results, samples = read_outputs(SCRATCH / "out" / "chat")
+    for task in GEN_TASKS:
+        recs = generation_records(samples[task])
+        yaml_text = (d / f"{task}.yaml").read_text(encoding="utf-8")
+        write_json(f"chat_{task}_limit{limit}", {
+            "provenance": {**provenance(cmd, results["n-shot"][task], limit, len(recs), elapsed, results),
+                           "apply_chat_template": True, "fewshot_as_multiturn": True,
+                           "system_instruction": CHAT_SYSTEM_INSTRUCTION, "data_sha256": data_sha256(yaml_text)},
+            "task_yaml": yaml_text,
+            "results": {k: v for k, v in results["results"][task].items() if "," in k},
+            "samples": recs,
+        })
+
+
+def run_chat_mc(dirs) -> None:
+    """arc_challenge_mt_fi (multiple choice), 2-shot, with --apply_chat_template and --system_instruction."""
+    y = {"arc_challenge_mt_fi": dirs["arc_mt"] / "arc_challenge_mt_fi.yaml"}
+    do_mc_run({"arc_challenge_mt_fi": "chat_arc_challenge_mt_fi_2shot_limit5"}, dirs["arc_mt"], y, 2, 5, "chat_mc",
+              ["--apply_chat_template", "--system_instruction", CHAT_SYSTEM_INSTRUCTION],
+              {"apply_chat_template": True, "fewshot_as_multiturn": True, "system_instruction": CHAT_SYSTEM_INSTRUCTION})
+
+
+RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows, "gen": run_gen, "rolling": run_rolling,
+        "chat": run_chat, "chat_mc": run_chat_mc, "gen_prefix": run_gen_prefix}
 REPACK = False
 
 

@@ -85,12 +85,40 @@ def test_function_tag_refused_without_permission(tmp_path):
 
 
 def test_unsupported_output_type_and_lm_eval_keys(tmp_path):
-    path = write(tmp_path, "g.yaml", BASE.replace("multiple_choice", "generate_until"))
+    path = write(tmp_path, "g.yaml", BASE.replace("multiple_choice", "loglikelihood"))
     with pytest.raises(TaskConfigError, match="output_type"):
         load_task_config(path)
     path = write(tmp_path, "f.yaml", BASE + "filter_list: []\n")
-    with pytest.raises(TaskConfigError, match="'filter_list' is not supported"):
+    with pytest.raises(TaskConfigError, match="'filter_list' applies to generate_until tasks only"):
         load_task_config(path)
+    path = write(tmp_path, "r.yaml", BASE + "use_prompt: x\n")
+    with pytest.raises(TaskConfigError, match="'use_prompt' is not supported"):
+        load_task_config(path)
+    with pytest.raises(TaskConfigError, match="'gen_prefix' applies to generate_until tasks only"):
+        load_task_config(write(tmp_path, "q.yaml", BASE + "gen_prefix: x\n"))
+    with pytest.raises(TaskConfigError, match="'repeats' applies to generate_until tasks only"):
+        load_task_config(write(tmp_path, "p.yaml", BASE + "repeats: 2\n"))
+
+
+def test_generate_until_defaults_as_lm_eval(tmp_path):
+    text = BASE.replace("multiple_choice", "generate_until").replace('doc_to_choice: "{{choices}}"\n', "")
+    config = load_task_config(write(tmp_path, "g.yaml", text + 'fewshot_delimiter: "###"\n'))
+    assert (config.output_type, config.generation.until, config.generation.max_gen_toks) == (
+        "generate_until", ("###",), 256)
+    assert [f.name for f in config.filters] == ["none"]
+    assert [m.name for m in config.metric_list] == ["exact_match"]
+    repeated = load_task_config(write(tmp_path, "r.yaml", text + "repeats: 5\ngeneration_kwargs: {max_new_tokens: 9}\n"))
+    assert repeated.generation.max_gen_toks == 9  # lm-eval's alias; repeats add nothing under greedy decoding
+    with pytest.raises(TaskConfigError, match="'repeats' must be a positive integer"):
+        load_task_config(write(tmp_path, "z.yaml", text + "repeats: 0\n"))
+    with pytest.raises(TaskConfigError, match="'generation_kwargs' applies to generate_until tasks only"):
+        load_task_config(write(tmp_path, "m.yaml", BASE + "generation_kwargs: {until: [x]}\n"))
+
+
+def test_modelbench_limit(tmp_path):
+    assert load_task_config(write(tmp_path, "l.yaml", BASE + "modelbench:\n  limit: 5\n")).limit == 5
+    with pytest.raises(TaskConfigError, match="'modelbench.limit' must be a positive integer"):
+        load_task_config(write(tmp_path, "z.yaml", BASE + "modelbench:\n  limit: 0\n"))
 
 
 def test_yaml_1_1_booleans_and_defaults(tmp_path):

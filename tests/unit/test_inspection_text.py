@@ -35,3 +35,18 @@ def test_fewshot_setting_follows_lm_evals_override_rule():
     assert fewshot_setting(pinned, 5) == "0"
     assert fewshot_setting(unset, None) == "0"
     assert fewshot_setting(unset, 2) == "2 from 'train' (default)"
+
+
+def test_document_lines_of_generative_and_rolling_documents():
+    generative = DocumentRequests(doc_id=1, context="Q: 2+2?\nA:", choices=(), continuations=(), gold="4",
+                                  category=None, doc={})
+    assert document_lines(generative) == ["  document 1", "    context:", "      | Q: 2+2?", "      | A:",
+                                          "    target: '4'"]
+    rolling = DocumentRequests(doc_id=2, context="", choices=(), continuations=(), gold="Some text.\n", category=None,
+                               doc={})
+    assert document_lines(rolling) == ["  document 2", "    text: 'Some text.\\n'"]
+
+
+def test_fewshot_setting_names_inline_samples():
+    config = TaskConfig(task="t", source=Path("t.yaml"), num_fewshot=2, fewshot_samples=({"q": "a"},))
+    assert fewshot_setting(config, None) == "2 from fewshot_config.samples (default)"

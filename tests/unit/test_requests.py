@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from pytest_modelbench.errors import DocumentError
+from pytest_modelbench.errors import DocumentError, TaskConfigError
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.requests import FewshotSampler
 from pytest_modelbench.tasks.task import prepare_task
@@ -125,3 +125,75 @@ def test_too_few_fewshot_documents_is_a_clear_error(tmp_path):
     config, _ = make_task(tmp_path)
     with pytest.raises(TaskConfigError, match="asks for 9 few-shot examples but split 'train' has only 8 documents"):
         prepare_task(config, num_fewshot=9)
+
+
+INLINE_SAMPLES = """
+fewshot_config:
+  sampler: first_n
+  samples:
+    - {q: "S0?", choices: [nah, yep], label: 1}
+    - {q: "S1?", choices: [nah, yep], label: 0}
+    - {q: "S2?", choices: [nah, yep], label: 1}
+"""
+
+
+def test_inline_samples_are_the_pool_before_the_training_split(tmp_path):
+    config, _ = make_task(tmp_path, INLINE_SAMPLES)
+    doc = prepare_task(config, num_fewshot=2).documents[0]
+    assert doc.context == "Question: S0?\nAnswer: yep\n\nQuestion: S1?\nAnswer: nah\n\nQuestion: Q0?\nAnswer:"
+
+
+def test_inline_samples_drawn_with_the_seeded_generator(tmp_path):
+    config, _ = make_task(tmp_path, INLINE_SAMPLES.replace("sampler: first_n", "sampler: default"))
+    documents = prepare_task(config, num_fewshot=1).documents
+    samples = [{"q": "S0?", "choices": ["nah", "yep"], "label": 1}, {"q": "S1?", "choices": ["nah", "yep"], "label": 0},
+               {"q": "S2?", "choices": ["nah", "yep"], "label": 1}]
+    rnd = random.Random(1234)
+    for doc in documents:
+        [shot] = rnd.sample(samples, 1)
+        assert doc.context.startswith(f"Question: {shot['q']}\nAnswer: {shot['choices'][shot['label']]}\n\n")
+
+
+def test_a_named_fewshot_split_wins_over_inline_samples(tmp_path):
+    config, _ = make_task(tmp_path, "fewshot_split: train\n" + INLINE_SAMPLES)
+    doc = prepare_task(config, num_fewshot=1).documents[0]
+    assert doc.context.startswith("Question: T0?\nAnswer: t0\n\n")
+
+
+def test_inline_samples_too_few_or_malformed_are_named(tmp_path):
+    config, _ = make_task(tmp_path, INLINE_SAMPLES)
+    with pytest.raises(TaskConfigError, match="asks for 4 few-shot examples but fewshot_config.samples has only 3"):
+        prepare_task(config, num_fewshot=4)
+    with pytest.raises(TaskConfigError, match="'fewshot_config.samples' must be a non-empty list of documents"):
+        make_task(tmp_path, "fewshot_config:\n  samples: [1, 2]\n")
+
+
+def test_samples_function_needs_permission_and_is_called(tmp_path):
+    (tmp_path / "shots.py").write_text(
+        "def make():\n    return [{'q': 'F0?', 'choices': ['nah', 'yep'], 'label': 0}]\n", encoding="utf-8")
+    extra = "fewshot_config:\n  samples: !function shots.make\n"
+    with pytest.raises(TaskConfigError, match="fewshot_config.samples.*--allow-task-code"):
+        make_task(tmp_path, extra)  # the task file stays written
+    config = load_task_config(tmp_path / "toy.yaml", allow_task_code=True)
+    doc = prepare_task(config, num_fewshot=1).documents[0]
+    assert doc.context == "Question: F0?\nAnswer: nah\n\nQuestion: Q0?\nAnswer:"
+
+
+def test_no_test_split_and_no_fewshot_split_draws_one_extra_shot_as_lm_eval_does(tmp_path):
+    # lm-eval passes the evaluated document to the sampler when fewshot split == test split, None == None included.
+    splits = {"train": [{"q": f"T{i}?", "choices": ["x", f"t{i}"], "label": 1} for i in range(8)],
+              "validation": [{"q": f"Q{i}?", "choices": [f"a{i}", "b"], "label": 0} for i in range(3)]}
+    make_task(tmp_path, splits=splits)
+    text = (tmp_path / "toy.yaml").read_text(encoding="utf-8").replace("test_split: test", "validation_split: validation")
+    (tmp_path / "toy.yaml").write_text(text, encoding="utf-8")
+    config = load_task_config(tmp_path / "toy.yaml")
+    rnd = random.Random(1234)
+    for doc, row in zip(prepare_task(config, num_fewshot=2).documents, splits["validation"]):
+        shots = [s for s in rnd.sample(splits["train"], 3) if s != row][:2]
+        assert doc.context.startswith("".join(f"Question: {s['q']}\nAnswer: t{s['q'][1]}\n\n" for s in shots))
+
+
+def test_modelbench_limit_caps_the_documents_and_a_smaller_limit_wins(tmp_path):
+    config, _ = make_task(tmp_path, "modelbench:\n  limit: 2\n")
+    assert [len(prepare_task(config, limit=n).documents) for n in (None, 1, 3)] == [2, 1, 2]
+    assert prepare_task(config).limit == 2  # recorded in the baseline provenance like --limit

@@ -13,7 +13,7 @@ import warnings
 from typing import Any, Callable, Sequence
 
 from pytest_modelbench.errors import RequestError, ServerError
-from pytest_modelbench.scoring.backend import BackendInfo, RequestBackend
+from pytest_modelbench.scoring.backend import BackendInfo, RequestBackend, output_type_unsupported
 from pytest_modelbench.scoring.causal import DEFAULT_MAX_LENGTH, CausalTokenizer
 from pytest_modelbench.scoring.server import identity
 from pytest_modelbench.scoring.server.client import CompletionsServer, ServedModel, ServerRefused, call_with_retries
@@ -39,6 +39,12 @@ class ServerScorer(RequestBackend):
 
     def describe(self) -> BackendInfo:
         return self.info
+
+    def generate_task(self, prepared) -> list[str]:
+        raise output_type_unsupported("generate_until", "scoring server (--server-url)")
+
+    def rolling_loglikelihood_task(self, prepared) -> list[float]:
+        raise output_type_unsupported("loglikelihood_rolling", "scoring server (--server-url)")
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,
                       label: str = "scoring") -> list[float]:

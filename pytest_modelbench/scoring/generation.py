@@ -1,0 +1,98 @@
+"""Greedy generation for generate_until tasks, as lm-eval 0.4.13's HFLM runs it.
+
+Per request: the context encoded as for scoring (BOS by the tokenizer's default, none when the text starts with it),
+cut on the left to `max_length - max_gen_toks` tokens; at most `max_gen_toks` new tokens, greedy, with the KV cache
+(transformers' `generate`); a row stops at the model's end-of-sequence token or once its decoded text holds one of the
+stop sequences (the task's `until` plus the end-of-sequence text). The answer is the decoded new tokens (special
+tokens skipped) cut before the first stop sequence. Requests run longest first in batches, left-padded with an
+attention mask; rows finish independently. At batch size 1 nothing is padded, which is lm-eval's reference setting.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
+
+from pytest_modelbench.errors import RequestError
+from pytest_modelbench.tasks.generation_settings import GenerationSettings
+
+
+class _StopSequences(StoppingCriteria):
+    """Per row: done once the text generated so far contains a stop sequence."""
+
+    def __init__(self, tokenizer, stops: Sequence[str], prompt_width: int):
+        self.tokenizer = tokenizer
+        self.stops = [stop for stop in stops if stop]
+        self.prompt_width = prompt_width
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_width:], skip_special_tokens=True)
+        done = [any(stop in text for stop in self.stops) for text in texts]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+def stop_sequences(tokenizer, settings: GenerationSettings) -> list[str]:
+    """The task's `until` plus the model's end-of-sequence text (lm-eval adds it unless already there)."""
+    until = list(settings.until)
+    if tokenizer.eos_token_id is not None:
+        eos = tokenizer.decode([tokenizer.eos_token_id], skip_special_tokens=False)
+        if eos not in until:
+            until.append(eos)
+    return until
+
+
+def cut_at_stops(text: str, stops: Sequence[str]) -> str:
+    for stop in stops:
+        if stop:
+            text = text.split(stop)[0]
+    return text
+
+
+def padding_id(tokenizer) -> int:
+    """lm-eval's choice: the pad token, else the unknown token, else end-of-sequence."""
+    for token_id in (tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.eos_token_id):
+        if token_id is not None:
+            return token_id
+    return 0
+
+
+def context_limit(max_length: int, settings: GenerationSettings) -> int:
+    limit = max_length - settings.max_gen_toks
+    if limit < 1:
+        raise RequestError(
+            f"generation_kwargs.max_gen_toks {settings.max_gen_toks} leaves no room for a context within the model's "
+            f"maximum length {max_length}"
+        )
+    return limit
+
+
+@torch.inference_mode()
+def generate_greedy(model, tokenizer, device, contexts: Sequence[Sequence[int]], settings: GenerationSettings,
+                    batch_size: int, on_done: Callable[[list[int]], None] | None = None) -> list[str]:
+    """The answers to encoded (already left-truncated) contexts, in their order; `on_done(indices)` per batch."""
+    stops = stop_sequences(tokenizer, settings)
+    pad = padding_id(tokenizer)
+    order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
+    answers = [""] * len(contexts)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        width = max(len(contexts[i]) for i in chunk)
+        input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+        attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for row, i in enumerate(chunk):
+            length = len(contexts[i])
+            input_ids[row, width - length:] = torch.tensor(contexts[i], dtype=torch.long)
+            attention_mask[row, width - length:] = 1
+        output = model.generate(
+            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+            max_new_tokens=settings.max_gen_toks, do_sample=False, use_cache=True, pad_token_id=pad,
+            stopping_criteria=StoppingCriteriaList([_StopSequences(tokenizer, stops, width)]),
+        )
+        for row, i in enumerate(chunk):
+            text = tokenizer.decode(output[row, width:].tolist(), skip_special_tokens=True)
+            answers[i] = cut_at_stops(text, stops)
+        if on_done is not None:
+            on_done(chunk)
+    return answers

@@ -1,0 +1,126 @@
+"""The baseline gate on a generate_until task (exact match per filter pipeline, paired per document: McNemar) and on a
+loglikelihood_rolling task (perplexities: paired bootstrap re-applying lm-eval's weighted aggregates)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from tests.plugin.gate_project import _one_torch_thread, bad_model, gate_entries, run_gate  # noqa: F401 - fixtures
+
+TASK = "gen_probe"
+PROMPTS = [f"{word} {n}" for word in ("Question", "The quick", "He couldn't", "Many people", "Kysymys") for n in
+           range(8)]
+YAML = """
+task: gen_probe
+dataset_path: json
+dataset_kwargs:
+  data_files: {test: data.jsonl}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{prompt}}"
+doc_to_target: answer
+generation_kwargs:
+  until: []
+  max_gen_toks: 3
+filter_list:
+  - name: raw
+    filter:
+      - function: take_first
+  - name: lower
+    filter:
+      - function: lowercase
+modelbench:
+  category_field: kind
+"""
+
+
+def greedy_answers(model_path, prompts, new_tokens=3):
+    from pytest_modelbench.scoring.generation import generate_greedy
+    from pytest_modelbench.scoring.loading import load_model, resolve_model_source
+    from pytest_modelbench.tasks.generation_settings import GenerationSettings
+
+    loaded = load_model(resolve_model_source(str(model_path)), dtype="float32")
+    contexts = [loaded.tokenizer.encode(prompt) for prompt in prompts]
+    return generate_greedy(loaded.model, loaded.tokenizer, "cpu", contexts, GenerationSettings((), new_tokens), 8)
+
+
+@pytest.fixture(scope="module")
+def generation_docs(tiny_model, bad_model):
+    """Each prompt's reference is tiny_model's own answer: categories by whether bad_model answers the same."""
+    good, bad = greedy_answers(tiny_model, PROMPTS), greedy_answers(bad_model, PROMPTS)
+    docs = [{"prompt": p, "answer": g, "kind": "agree" if g == b else "disagree"} for p, g, b in zip(PROMPTS, good, bad)]
+    assert sum(d["kind"] == "disagree" for d in docs) >= 20  # enough for McNemar to see the drop
+    return docs
+
+
+def test_exact_match_drop_fails_the_gate_and_the_same_model_passes(pytester, tiny_model, bad_model, generation_docs):
+    suite = pytester.path / "suites" / "gen"
+    suite.mkdir(parents=True)
+    (suite / "data.jsonl").write_text("".join(json.dumps(d) + "\n" for d in generation_docs), encoding="utf-8")
+    (suite / f"{TASK}.yaml").write_text(textwrap.dedent(YAML), encoding="utf-8")
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    run_gate(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=1)
+    run_gate(pytester, tiny_model, "--batch-size=4").assert_outcomes(passed=1)
+
+    junit, results = pytester.path / "junit.xml", pytester.path / "results.json"
+    result = run_gate(pytester, bad_model, f"--junitxml={junit}", f"--results-json={results}", "--log-samples")
+    result.assert_outcomes(failed=1)
+    entries = gate_entries(junit)[TASK]
+    assert entries[("exact_match,raw", "disagree")] == "regressed"
+    assert entries[("exact_match,lower", None)] == "regressed"
+    if any(d["kind"] == "agree" for d in generation_docs):
+        assert entries[("exact_match,raw", "agree")] == "pass"
+    result.stdout.fnmatch_lines(["metric*category*n*baseline*candidate*delta*margin*p-value*MDE*verdict",
+                                 "exact_match,raw*disagree*1.0000*0.0000*-1.0000*regressed"])
+    samples = json.loads(results.read_text())["samples"][TASK]
+    bad_answers = greedy_answers(bad_model, PROMPTS)
+    assert [s["generation"] for s in samples] == bad_answers
+    assert [s["filtered"]["lower"] for s in samples] == [answer.lower() for answer in bad_answers]
+
+
+ROLLING_YAML = """
+task: ppl_probe
+dataset_path: json
+dataset_kwargs:
+  data_files: {test: data.jsonl}
+test_split: test
+output_type: loglikelihood_rolling
+doc_to_target: text
+"""
+
+
+def test_perplexity_rise_fails_the_gate(pytester, tiny_model, bad_model):
+    # Texts tiny_model writes itself (greedy): likely under it, unlikely under the other seed's weights.
+    texts = [prompt + answer for prompt, answer in zip(PROMPTS, greedy_answers(tiny_model, PROMPTS, new_tokens=12))]
+    suite = pytester.path / "suites" / "ppl"
+    suite.mkdir(parents=True)
+    (suite / "data.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    (suite / "ppl_probe.yaml").write_text(textwrap.dedent(ROLLING_YAML), encoding="utf-8")
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    run_gate(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=1)
+    run_gate(pytester, tiny_model).assert_outcomes(passed=1)
+
+    junit = pytester.path / "junit.xml"
+    result = run_gate(pytester, bad_model, f"--junitxml={junit}")
+    result.assert_outcomes(failed=1)
+    entries = gate_entries(junit)["ppl_probe"]
+    assert entries[("byte_perplexity", None)] == entries[("bits_per_byte", None)] == "regressed"
+    # A random model's word perplexity is astronomically large: the bootstrap cannot bound it, which is not a pass.
+    assert entries[("word_perplexity", None)] in ("regressed", "inconclusive")
+
+
+def test_chat_template_options_end_to_end_refusals(pytester, tiny_model):
+    suite = pytester.path / "suites" / "gen"
+    suite.mkdir(parents=True)
+    (suite / "data.jsonl").write_text(json.dumps({"prompt": "Q", "answer": "x", "kind": "a"}) + "\n", encoding="utf-8")
+    (suite / f"{TASK}.yaml").write_text(textwrap.dedent(YAML), encoding="utf-8")
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    result = run_gate(pytester, tiny_model, "--apply-chat-template")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*--apply-chat-template: the model's tokenizer has no chat template*"])
+    result = run_gate(pytester, tiny_model, "--fewshot-as-multiturn=true")
+    assert result.ret == 4  # usage error
+    result.stderr.fnmatch_lines(["*--fewshot-as-multiturn true needs --apply-chat-template*"])
