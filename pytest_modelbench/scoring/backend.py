@@ -2,10 +2,9 @@
 
 A backend scores a prepared task (`score_task`: one value per (document, choice), documents in order) and loose
 (context, continuation) requests (`loglikelihood`), answers a generate_until task (`generate_task`: one greedy
-generation per document, in order), scores a loglikelihood_rolling task (`rolling_loglikelihood_task`: each document's
-text log-likelihood over lm-eval's rolling windows) -- a backend that cannot raises ModelLoadError saying so -- and says
-what it is (`describe`): the baseline provenance and the
-score cache identify the weights from that. The runner (runner.py) picks the backend from the options; the local
+generation per document, in order), scores a loglikelihood_rolling task (`rolling_loglikelihood_task`: each
+document's text log-likelihood over lm-eval's rolling windows; a backend that cannot raises ModelLoadError saying
+so), and says what it is (`describe`): the baseline provenance and the score cache identify the weights from that. The runner (runner.py) picks the backend from the options; the local
 causal and masked scorers (sharded or not) and the server scorer implement it. No backend knows about the gate or
 pytest.
 """
