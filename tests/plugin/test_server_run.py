@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -74,8 +75,7 @@ def test_a_killed_server_fails_the_item_writes_no_baseline_and_the_rerun_reuses_
     process = start_pytest(pytester.path, tiny_model, *args)
     try:
         # the cache is flushed every few seconds: kill once some scores are in it and the task is not done
-        wait_for(lambda: (pytester.path / "cache" / "scores.sqlite").exists() and cache_rows(pytester.path) > 0,
-                 process)
+        wait_for(lambda: scores_cached_yet(pytester.path), process)
         server.kill()
         output = process.communicate(timeout=120)[0]
     finally:
@@ -99,6 +99,14 @@ def test_a_killed_server_fails_the_item_writes_no_baseline_and_the_rerun_reuses_
     assert rerun.returncode == 0, rerun_output
     assert any((pytester.path / "baselines").rglob("served_probe.json"))
     assert scored_after_restart == REQUESTS - cached + len(PROBE_TEXTS)  # only what the cache did not have
+
+
+def scores_cached_yet(root: Path) -> bool:
+    """Whether the running pytest has written scores to its cache (which it creates, then fills, as we look)."""
+    try:
+        return (root / "cache" / "scores.sqlite").exists() and cache_rows(root) > 0
+    except sqlite3.OperationalError:  # created, its table not yet
+        return False
 
 
 def test_two_xdist_workers_share_one_server(pytester, tiny_model, monkeypatch):
