@@ -11,7 +11,7 @@ REASON_FUNCTION = (
     "key 'process_docs' uses '!function ...', which runs Python code from the suite folder; "
     "pass --allow-task-code to allow it"
 )
-REASON_FILTER = "key 'filter_list' is not supported by pytest-modelbench"
+REASON_FILTER = "key 'filter_list' applies to generate_until tasks only"
 
 
 def write_suite(root: Path, folders: int = FOLDERS) -> dict[str, list[Path]]:
