@@ -89,7 +89,8 @@ def test_work_moves_off_a_dead_server_and_spreads_over_live_ones(tiny_loaded, ti
 
 
 def test_transient_failures_are_retried(tiny_loaded, served):
-    scorer = backend(tiny_loaded.tokenizer, served.url)
+    # one request in flight: with the server failing every other request, each retry then succeeds
+    scorer = backend(tiny_loaded.tokenizer, served.url, concurrency=1)
     served.set_fault("flaky")  # every other request answers 503
     try:
         assert len(scorer.loglikelihood(REQUESTS)) == len(REQUESTS)
