@@ -91,7 +91,9 @@ def test_ctrl_c_keeps_the_cache_and_writes_no_partial_baseline(project, tiny_mod
     process.send_signal(signal.SIGINT)
     output = process.communicate(timeout=120)[0]
 
-    assert process.returncode == pytest.ExitCode.INTERRUPTED, output
+    # pytest reports the interrupt (exit code 2); rarely its own report of where it landed crashes (a frame without a
+    # line number, inside pytest), which exits 1: either way the run stops, and the checks below are what matter.
+    assert process.returncode in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.TESTS_FAILED), output
     assert "KeyboardInterrupt" in output
     passed = {task for task in TASKS if f"::{task} PASSED" in output}
     written = {path.stem for path in baselines(project).iterdir() if path.suffix == ".json"}
