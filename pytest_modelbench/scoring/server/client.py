@@ -50,9 +50,6 @@ class ServedModel:
     max_model_len: int | None
     owned_by: str | None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "root": self.root, "max_model_len": self.max_model_len, "owned_by": self.owned_by}
-
 
 class CompletionsServer:
     def __init__(self, url: str, timeout_s: float):

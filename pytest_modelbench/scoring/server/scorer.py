@@ -115,9 +115,8 @@ def connect(urls: Sequence[str], *, tokenizer, name: str, served_model: str | No
     weights = identity.fingerprint(probes[0], tokenizer_id, registry)
     fingerprint = f"server:{model}@{weights}"
     where = ", ".join(str(s) for s in servers)
-    reported = served[0].as_dict()
     info = BackendInfo(name, fingerprint, "causal", "", f"server {where} (serving {model}, "
-                       f"max_model_len {reported['max_model_len']})", settings)
+                       f"max_model_len {served[0].max_model_len})", settings)
     namespace = scoring_namespace(
         model=fingerprint, tokenizer=tokenizer_id, prompt_limit=prompt_limit,
         prefix_token_id=encoder.prefix_token_id, add_bos_token=encoder.add_bos_token, path="server",
