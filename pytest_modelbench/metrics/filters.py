@@ -2,8 +2,9 @@
 
 Each pipeline's name becomes the suffix of its metric keys (`exact_match,strict-match`); without `filter_list` there is
 one pipeline, `none`, that takes the generation as it is. A step maps a document's list of responses (one response:
-`repeats` is 1) to a new list; `take_first` keeps the first and may only end a pipeline (it ends every pipeline
-implicitly). Steps: regex (findall, `group_select`-th match, the first non-empty group of a tuple, stripped, else
+`repeats` is 1) to a new list; every pipeline ends by taking the first response. `take_first` may also stand before
+other steps: lm-eval then hands the next step the first response itself, a string, which that step iterates one
+character at a time, so here it becomes the list of its characters. Steps: regex (findall, `group_select`-th match, the first non-empty group of a tuple, stripped, else
 `fallback`), multi_choice_regex (regex, then the document's `choices` texts, then `: A`-style letters, each mapped to
 `(A)`...), lowercase, uppercase, remove_whitespace (strips both ends), map (`mapping_dict`, `default_value`).
 """
@@ -34,7 +35,17 @@ class FilterPipeline:
         responses = [generation]
         for step in self.steps:
             responses = step(responses, doc, f"{where}, filter '{self.name}'")
-        return responses[0]
+        return _first(responses, f"{where}, filter '{self.name}'")
+
+
+def _first(responses: list[str], where: str) -> str:
+    if not responses:  # only after a take_first of an empty string, as in lm-eval (IndexError there)
+        raise DocumentError(f"{where}: take_first found no response (the response before it was empty)")
+    return responses[0]
+
+
+def _take_first(responses: list[str], doc: Mapping[str, Any], where: str) -> list[str]:
+    return list(_first(responses, where))
 
 
 NO_FILTER = (FilterPipeline("none"),)
@@ -71,9 +82,12 @@ def _steps(entries: list[Any], path: Path, label: str) -> tuple[Step, ...]:
         function = entry["function"]
         kwargs = {key: value for key, value in entry.items() if key != "function"}
         if function == "take_first":
-            if j != len(entries) - 1:
-                raise TaskConfigError(f"{path}: key '{where}': take_first is supported only as the last step")
-            continue  # a pipeline always ends by taking the first response
+            if kwargs:
+                raise TaskConfigError(f"{path}: key '{where}.{sorted(kwargs, key=str)[0]}' is not an argument of "
+                                      "filter 'take_first'")
+            if j != len(entries) - 1:  # as the last step it is the take_first that ends every pipeline
+                steps.append(_take_first)
+            continue
         if function not in _BUILDERS:
             raise TaskConfigError(
                 f"{path}: key '{where}.function': filter {function!r} is not supported "

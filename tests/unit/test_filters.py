@@ -56,8 +56,25 @@ def test_multi_choice_regex_falls_back_to_choice_text_then_to_colon_letters():
         answer([step], "x", {"choices": {"text": ["a"]}})
 
 
+def test_take_first_before_other_steps_hands_them_the_first_response_character_by_character():
+    # Outputs of lm-eval 0.4.13's own RegexFilter, TakeFirstFilter, MapFilter and LowercaseFilter on these inputs.
+    mapping = {"function": "map", "mapping_dict": {"A": "zero", "B": "one"}, "default_value": "none"}
+    polemo_like = [{"function": "regex", "regex_pattern": r"(\b[ABCD]\b)"}, {"function": "take_first"}, mapping,
+                   {"function": "take_first"}]
+    assert answer(polemo_like, "I say B.") == "one"
+    assert answer(polemo_like, "nothing") == "none"  # '[invalid]' mapped one character at a time, first kept
+    assert answer([{"function": "take_first"}, {"function": "lowercase"}, {"function": "take_first"}], "HeLLo") == "h"
+    assert answer([{"function": "take_first"}, {"function": "take_first"}], "HeLLo") == "H"
+    assert answer([{"function": "take_first"}], "HeLLo") == "HeLLo"
+
+
+def test_take_first_of_an_empty_response_names_the_document():
+    with pytest.raises(DocumentError, match="doc 0, filter 'p': take_first found no response"):
+        answer([{"function": "take_first"}, {"function": "take_first"}], "")
+
+
 @pytest.mark.parametrize("filter_list, message", [
-    ([{"name": "p", "filter": [{"function": "take_first"}, {"function": "lowercase"}]}], "take_first is supported only"),
+    ([{"name": "p", "filter": [{"function": "take_first", "k": 2}]}], "'filter_list[0].filter[0].k' is not an arg"),
     ([{"name": "p", "filter": [{"function": "majority_vote"}]}], "filter 'majority_vote' is not supported"),
     ([{"name": "p", "filter": [{"function": "regex", "regex_pattern": "("}]}], "does not compile"),
     ([{"name": "p", "filter": [{"function": "regex", "pattern": "x"}]}], "'filter_list[0].filter[0].pattern' is not"),
