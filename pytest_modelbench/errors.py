@@ -13,6 +13,11 @@ class DocumentError(ModelbenchError):
     """A document the task's templates cannot turn into requests."""
 
 
+class MetricError(ModelbenchError):
+    """A task-level metric that cannot be computed on the task's documents (where lm-eval's own computation fails
+    too); callers add the file and task."""
+
+
 class DatasetError(ModelbenchError):
     """A dataset or split that cannot be found or read."""
 

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pytest_modelbench.errors import DocumentError
+from pytest_modelbench.errors import DocumentError, MetricError
 from pytest_modelbench.metrics.registry import Metric
 from pytest_modelbench.tasks.task import PreparedTask
 
@@ -63,8 +63,8 @@ def score_task(
                 by_category[category] = {
                     metric.name: _summarise(metric, per_document, documents, mask) for metric in metrics
                 }
-    except DocumentError as exc:
-        raise DocumentError(f"{config.source}: task '{config.task}', {exc}") from None
+    except (DocumentError, MetricError) as exc:
+        raise type(exc)(f"{config.source}: task '{config.task}', {exc}") from None
     return TaskScores(config.task, tuple(metrics), per_document, overall, by_category)
 
 

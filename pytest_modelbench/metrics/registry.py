@@ -8,7 +8,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from pytest_modelbench.errors import TaskConfigError
-from pytest_modelbench.metrics import bias, perplexity
+from pytest_modelbench.metrics import bias, classification, perplexity
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.requests import DocumentRequests
 
@@ -106,6 +106,12 @@ METRICS: dict[str, Metric] = {
         Metric("acc", _acc, HIGHER, binary=True, margin=ONE_POINT),
         Metric("acc_norm", _acc_norm, HIGHER, binary=True, margin=ONE_POINT),
         Metric("acc_bytes", _acc_bytes, HIGHER, binary=True, margin=ONE_POINT),
+        # lm-eval's sklearn aggregates over (gold, predicted index) pairs (metrics/classification.py); both noisier than
+        # an accuracy on the same documents.
+        Metric("f1", classification.predicted_choice, HIGHER, binary=False, margin=TWO_POINTS,
+               aggregate=classification.aggregate_f1),
+        Metric("mcc", classification.predicted_choice, HIGHER, binary=False, margin=TWO_POINTS,
+               aggregate=classification.aggregate_mcc),
         Metric("pct_stereotype", _pct_stereotype, Direction("ideal", 0.5), binary=True, margin=TWO_POINTS),
         # A mean gap in nats whose size depends on the model (4-7 on CrowS-Pairs): 10% of the baseline's gap.
         Metric("likelihood_diff", _likelihood_diff, LOWER, binary=False, margin=Margin(relative=0.10)),
