@@ -79,7 +79,7 @@ def _samples(evaluation: TaskEvaluation) -> list[dict[str, Any]]:
             "doc_id": doc.doc_id,
             "requests": [[doc.context, continuation] for continuation in doc.continuations],
             "loglikelihoods": lls,
-            "metrics": {name: float(values[i]) for name, values in per_document.items()},
+            "metrics": {name: values[i].tolist() for name, values in per_document.items()},
         }
         for i, (doc, lls) in enumerate(zip(evaluation.prepared.documents, evaluation.loglikelihoods))
     ]

@@ -2,9 +2,9 @@
 
 One file per task and baseline name (``baselines/<name>/<suite>/<task>.json``). It holds, per metric, the
 value, stderr and n overall and per category; the per-document outcomes the paired tests need (document hash →
-doc id, category, one value per metric); the tolerance in force when it was recorded; and provenance (model and
-weights fingerprint, task config hash, dataset fingerprint, limit, few-shot count, scoring protocol, dtype,
-batch size, package versions, date). A ``checksum`` over the canonical content makes any hand edit or partial
+doc id, category, one value per metric; for bleu/chrf/ter a list, the sentence statistics of the corpus score); the
+tolerance in force when it was recorded; and provenance (model and weights fingerprint, task config hash, dataset
+fingerprint, limit, few-shot count, scoring protocol, dtype, batch size, package versions, date). A ``checksum`` over the canonical content makes any hand edit or partial
 write detectable.
 
 Layout (abridged)::
@@ -230,7 +230,9 @@ def record_from_evaluation(
 # --------------------------------------------------------------------------- serialization
 
 
-def _number(value: float, binary: bool) -> int | float:
+def _number(value: float | np.ndarray, binary: bool) -> int | float | list[float]:
+    if np.ndim(value):  # a corpus score's per-document statistics (metrics/translation.py)
+        return [float(item) for item in value]
     return int(value) if binary else float(value)
 
 
@@ -389,6 +391,26 @@ def _optional_number(value: Any, label: str) -> float | None:
     return float(value)
 
 
+def _cell(value: Any, metric: MetricInfo, key: str) -> float | list[float]:
+    """A document's value of a metric: a number, or for an aggregate metric a list of numbers (the per-document
+    statistics of a corpus score, metrics/translation.py)."""
+    label = f"documents.rows.{key}.{metric.name}"
+    if isinstance(value, list) and metric.aggregate:
+        _require(bool(value) and None not in value, f"document {key}: '{metric.name}' must be a list of numbers")
+        return [_optional_number(item, label) for item in value]
+    number = _optional_number(value, label)
+    _require(number is not None, f"document {key}: value of '{metric.name}' is missing")
+    if metric.binary:
+        _require(number in (0.0, 1.0), f"document {key}: '{metric.name}' is binary, found {value!r}")
+    return number
+
+
+def _column(cells: list[Any], name: str) -> np.ndarray:
+    shapes = {len(cell) if isinstance(cell, list) else None for cell in cells}
+    _require(len(shapes) <= 1, f"key 'documents.rows': the documents' values of '{name}' differ in shape")
+    return np.array(cells, dtype=float) if cells else np.empty(0)
+
+
 def _parse_summary(raw: Any, label: str) -> Summary:
     _require(isinstance(raw, dict), f"key '{label}' must be an object")
     n = _get(raw, "n", int, label)
@@ -513,8 +535,8 @@ def _parse_document(document: Any) -> BaselineRecord:
     has_category = category_field is not None
     first_metric = 2 if has_category else 1
     doc_ids, doc_categories = [], []
-    values = {m.name: np.empty(len(rows)) for m in row_metrics}
-    for i, (key, row) in enumerate(rows.items()):
+    cells: dict[str, list[Any]] = {m.name: [] for m in row_metrics}
+    for key, row in rows.items():
         _require(bool(_HASH_RE.match(key)), f"document key {key!r} is not a document hash")
         _require(isinstance(row, list) and len(row) == len(columns), f"document {key}: expected {len(columns)} values")
         _require(isinstance(row[0], int) and not isinstance(row[0], bool), f"document {key}: doc_id must be an integer")
@@ -525,11 +547,8 @@ def _parse_document(document: Any) -> BaselineRecord:
         else:
             doc_categories.append(None)
         for metric, value in zip(row_metrics, row[first_metric:]):
-            number = _optional_number(value, f"documents.rows.{key}.{metric.name}")
-            _require(number is not None, f"document {key}: value of '{metric.name}' is missing")
-            if metric.binary:
-                _require(number in (0.0, 1.0), f"document {key}: '{metric.name}' is binary, found {value!r}")
-            values[metric.name][i] = number
+            cells[metric.name].append(_cell(value, metric, key))
+    values = {name: _column(column, name) for name, column in cells.items()}
 
     for info in metrics:
         metric = info.name

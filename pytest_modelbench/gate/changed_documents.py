@@ -2,13 +2,15 @@
 
 For a person reviewing a gate verdict (the HTML report): which prompts changed outcome. Documents are paired by
 their hash, as the gate pairs them. A document ranks by how many of its 0/1 outcomes flipped (for a bias pair: its
-preference), then by the summed absolute change of its continuous values; documents that did not move are left
-out.
+preference), then by the summed absolute change of its continuous values (for bleu, chrf and ter: of the sentence
+statistics they store per document, reported as lists); documents that did not move are left out.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
+
+import numpy as np
 
 from pytest_modelbench.gate.baseline import BaselineRecord
 
@@ -31,14 +33,14 @@ def most_changed(
             continue
         changes, flips, shift = {}, 0.0, 0.0
         for metric in candidate.row_metrics:
-            before, after = float(baseline.values[metric.name][j]), float(candidate.values[metric.name][i])
-            if before == after:
+            before, after = baseline.values[metric.name][j], candidate.values[metric.name][i]
+            if np.array_equal(before, after):
                 continue
-            changes[metric.name] = {"baseline": before, "candidate": after, "flipped": metric.binary}
+            changes[metric.name] = {"baseline": before.tolist(), "candidate": after.tolist(), "flipped": metric.binary}
             if metric.binary:
                 flips += 1
             else:
-                shift += abs(after - before)
+                shift += float(np.sum(np.abs(after - before)))
         if changes:
             ranked.setdefault(candidate.doc_categories[i], []).append(((flips, shift), _described(document, changes)))
     found = []

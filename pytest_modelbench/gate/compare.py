@@ -153,10 +153,11 @@ _NO_TEST = _Test(0.0, 0.0, "none")
 
 
 def _registered_aggregate(name: str) -> Callable[..., float | None] | None:
+    from pytest_modelbench.metrics.generative import corpus_aggregate
     from pytest_modelbench.metrics.registry import METRICS
 
     metric = METRICS.get(name)
-    return getattr(metric, "aggregate", None) if metric is not None else None
+    return getattr(metric, "aggregate", None) if metric is not None else corpus_aggregate(name)
 
 
 def _seed(task: str, metric: str, category: str | None) -> int:

@@ -148,10 +148,15 @@ def _document_text(document: dict[str, Any]) -> str:
 
 def _changes(document: dict[str, Any]) -> str:
     return "<br>".join(
-        f"{escape(metric)} {change['baseline']:.4g} → {change['candidate']:.4g}"
+        f"{escape(metric)} {_value(change['baseline'])} → {_value(change['candidate'])}"
         + (" <b>flipped</b>" if change["flipped"] else "")
         for metric, change in document["changes"].items()
     )
+
+
+def _value(value: float | list[float]) -> str:
+    """A document's value; a list is a corpus score's sentence statistics (metrics/translation.py)."""
+    return f"[{', '.join(f'{item:.4g}' for item in value)}]" if isinstance(value, list) else f"{value:.4g}"
 
 
 def _changed_documents(result: GateResult) -> str:

@@ -41,11 +41,16 @@ _REQUIRED_KEYS = {
     "generate_until": ("doc_to_text", "doc_to_target"),
     "loglikelihood_rolling": ("doc_to_target",),
 }
-# lm-eval's aggregations of the metrics that are not a mean (api/registry.py defaults, used when `aggregation` is
-# omitted): the rolling metrics (metrics/perplexity.py) and the classification metrics (metrics/classification.py).
+# lm-eval's aggregations of the metrics that are not a mean (its metric registry's defaults, used when `aggregation`
+# is omitted), by output type: the rolling metrics (metrics/perplexity.py), the classification metrics
+# (metrics/classification.py) and the corpus scores (metrics/translation.py).
 _OWN_AGGREGATIONS = {
-    "word_perplexity": "weighted_perplexity", "byte_perplexity": "weighted_perplexity", "bits_per_byte": "bits_per_byte",
-    "f1": "f1", "mcc": "matthews_corrcoef",
+    "loglikelihood_rolling": {
+        "word_perplexity": "weighted_perplexity", "byte_perplexity": "weighted_perplexity",
+        "bits_per_byte": "bits_per_byte",
+    },
+    "multiple_choice": {"f1": "f1", "mcc": "matthews_corrcoef"},
+    "generate_until": {"bleu": "bleu", "chrf": "chrf", "ter": "ter"},
 }
 _DEFAULT_METRICS = {
     "multiple_choice": ("acc", "acc_norm"),
@@ -407,7 +412,7 @@ def _metric_specs(metric_list: Any, path: Path, output_type: str) -> tuple[Metri
         if not isinstance(entry, dict) or not isinstance(entry.get("metric"), str):
             raise TaskConfigError(f"{path}: key 'metric_list[{i}]' needs a 'metric' name")
         # Each metric is reported with its own aggregation: refuse another one rather than mislabel it.
-        own = _OWN_AGGREGATIONS.get(entry["metric"], "mean")
+        own = _OWN_AGGREGATIONS[output_type].get(entry["metric"], "mean")
         aggregation = entry.get("aggregation", own)
         if aggregation != own:
             raise TaskConfigError(
