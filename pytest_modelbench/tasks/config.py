@@ -172,7 +172,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     task = raw.get("task")
     if not isinstance(task, str) or not task:
         raise TaskConfigError(f"{path}: key 'task' must be a task name")
-    output_type = raw.get("output_type", "multiple_choice")
+    output_type = raw.get("output_type", "generate_until")  # lm-eval's TaskConfig default
     if output_type not in _OUTPUT_TYPES:
         raise TaskConfigError(
             f"{path}: key 'output_type': only {', '.join(_OUTPUT_TYPES)} are supported, found {output_type!r}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-TASK = 'task: t\ntest_split: test\ndoc_to_text: "q"\ndoc_to_target: 0\ndoc_to_choice: [a, b]\n'
+TASK = 'task: t\ntest_split: test\noutput_type: multiple_choice\ndoc_to_text: "q"\ndoc_to_target: 0\ndoc_to_choice: [a, b]\n'
 
 
 @pytest.mark.parametrize(

@@ -54,7 +54,7 @@ def test_other_yaml_files_are_ignored(pytester):
 
 
 def test_yaml_outside_suites_is_not_collected_unless_named(pytester):
-    pytester.makefile(".yaml", stray="task: stray\ntest_split: test\ndoc_to_text: q\ndoc_to_target: 0\ndoc_to_choice: [a]\n")
+    pytester.makefile(".yaml", stray="task: stray\ntest_split: test\noutput_type: multiple_choice\ndoc_to_text: q\ndoc_to_target: 0\ndoc_to_choice: [a]\n")
     assert collected(pytester.runpytest("--collect-only", "-q")) == []
     assert collected(pytester.runpytest("stray.yaml", "--collect-only", "-q")) == ["stray"]
 

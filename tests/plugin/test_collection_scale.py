@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 FOLDERS, PER_FOLDER = 200, 10
-TASK = "task: {name}\ndataset_path: json\ntest_split: test\ndoc_to_text: q\ndoc_to_target: 0\ndoc_to_choice: [a, b]\n"
+TASK = "task: {name}\ndataset_path: json\ntest_split: test\noutput_type: multiple_choice\ndoc_to_text: q\ndoc_to_target: 0\ndoc_to_choice: [a, b]\n"
 REASON_FUNCTION = (
     "key 'process_docs' uses '!function ...', which runs Python code from the suite folder; "
     "pass --allow-task-code to allow it"

@@ -16,7 +16,7 @@ ROWS = [{"q": "two plus two?", "options": ["3", "4"], "answer": 1}, {"q": "sky c
 
 def write_local_task(folder: Path, task: str, data_file: str = "rows.jsonl", **keys: str) -> None:
     body = {
-        "task": task, "dataset_path": "json", "test_split": "train", "doc_to_text": "Q: {{q}}\\nA:",
+        "task": task, "dataset_path": "json", "test_split": "train", "output_type": "multiple_choice", "doc_to_text": "Q: {{q}}\\nA:",
         "doc_to_choice": "{{options}}", "doc_to_target": "answer", **keys,
     }
     lines = [f"{key}: \"{value}\"" if key.startswith("doc_to") else f"{key}: {value}" for key, value in body.items()]

@@ -16,6 +16,7 @@ task: {name}
 dataset_path: LumiOpen/arc_challenge_mt
 dataset_name: fi
 test_split: test
+output_type: multiple_choice
 training_split: train
 doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
 doc_to_target: "{{{{choices.label.index(answerKey)}}}}"

@@ -42,6 +42,7 @@ def toy_task(tmp_path: Path, rows: list[dict], extra: str = "", **keys: str) -> 
         dataset_kwargs:
           data_files: {test: test.jsonl}
         test_split: test
+        output_type: multiple_choice
         """) + "".join(f"{k}: {v}\n" for k, v in lines.items()) + textwrap.dedent(extra)
     (tmp_path / "toy.yaml").write_text(yaml, encoding="utf-8")
     return load_task_config(tmp_path / "toy.yaml", allow_task_code=True)

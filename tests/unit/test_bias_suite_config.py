@@ -66,7 +66,7 @@ def test_no_task_code_in_the_bias_suite():
 )
 def test_bad_modelbench_keys(tmp_path, block, message):
     path = tmp_path / "t.yaml"
-    path.write_text(f'task: t\ndoc_to_text: ""\ndoc_to_choice: "{{{{[a, b]}}}}"\ndoc_to_target: 0\n'
+    path.write_text(f'task: t\noutput_type: multiple_choice\ndoc_to_text: ""\ndoc_to_choice: "{{{{[a, b]}}}}"\ndoc_to_target: 0\n'
                     f"modelbench:\n  {block}\n", encoding="utf-8")
     with pytest.raises(TaskConfigError, match=message):
         load_task_config(path)

@@ -100,6 +100,15 @@ def test_unsupported_output_type_and_lm_eval_keys(tmp_path):
         load_task_config(write(tmp_path, "p.yaml", BASE + "repeats: 2\n"))
 
 
+def test_a_task_without_output_type_generates_as_in_lm_eval(tmp_path):
+    # lm-eval's TaskConfig default (fld/fld_default.yaml has no output_type); with doc_to_choice the target indexes
+    # the choices, as in lm-eval's generate_until
+    text = BASE.replace("output_type: multiple_choice\n", "")
+    config = load_task_config(write(tmp_path, "d.yaml", text))
+    assert (config.output_type, [m.name for m in config.metric_list]) == ("generate_until", ["exact_match"])
+    assert config.generation is not None and [f.name for f in config.filters] == ["none"]
+
+
 def test_generate_until_defaults_as_lm_eval(tmp_path):
     text = BASE.replace("multiple_choice", "generate_until").replace('doc_to_choice: "{{choices}}"\n', "")
     config = load_task_config(write(tmp_path, "g.yaml", text + 'fewshot_delimiter: "###"\n'))

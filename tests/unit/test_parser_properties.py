@@ -83,7 +83,7 @@ YAML_VALUES = [
 task_lines = st.lists(
     st.tuples(st.sampled_from([*TASK_KEYS, "1", "[a]", "<<", "? [a, b]"]), st.sampled_from(YAML_VALUES)), max_size=10,
 ).map(lambda pairs: "".join(f"{key}: {value}\n" for key, value in pairs))
-MINIMAL_TASK = "task: t\ndoc_to_text: q\ndoc_to_target: 0\ndoc_to_choice: [a, b]\ntest_split: test\n"
+MINIMAL_TASK = "task: t\noutput_type: multiple_choice\ndoc_to_text: q\ndoc_to_target: 0\ndoc_to_choice: [a, b]\ntest_split: test\n"
 yaml_files = st.one_of(
     st.binary(max_size=300),
     st.lists(st.sampled_from(YAML_PIECES), max_size=40).map("".join).map(str.encode),

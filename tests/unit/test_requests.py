@@ -31,6 +31,7 @@ def make_task(tmp_path, extra="", splits=None, n_test=4):
           data_files: {json.dumps(files)}
         training_split: train
         test_split: test
+        output_type: multiple_choice
         doc_to_text: "Question: {{{{q}}}}\\nAnswer:"
         doc_to_target: label
         doc_to_choice: choices
