@@ -30,8 +30,8 @@ def _labels(values: Mapping[str, np.ndarray], name: str, documents: Sequence) ->
     several = next((doc for doc in documents if isinstance(doc.gold, tuple)), None)
     if several is not None:
         raise MetricError(
-            f"document {several.doc_id}: metric '{name}' needs one gold choice per document, found {list(several.gold)} "
-            "(lm-eval's sklearn call fails on a list of golds)"
+            f"document {several.doc_id}: metric '{name}' needs one gold choice per document, "
+            f"found {list(several.gold)} (lm-eval's sklearn call fails on a list of golds)"
         )
     return np.array([doc.gold for doc in documents], dtype=np.int64), np.asarray(values[name], dtype=np.int64)
 

@@ -4,9 +4,10 @@ Each pipeline's name becomes the suffix of its metric keys (`exact_match,strict-
 one pipeline, `none`, that takes the generation as it is. A step maps a document's list of responses (one response:
 `repeats` is 1) to a new list; every pipeline ends by taking the first response. `take_first` may also stand before
 other steps: lm-eval then hands the next step the first response itself, a string, which that step iterates one
-character at a time, so here it becomes the list of its characters. Steps: regex (findall, `group_select`-th match, the first non-empty group of a tuple, stripped, else
-`fallback`), multi_choice_regex (regex, then the document's `choices` texts, then `: A`-style letters, each mapped to
-`(A)`...), lowercase, uppercase, remove_whitespace (strips both ends), map (`mapping_dict`, `default_value`).
+character at a time, so here it becomes the list of its characters. Steps: regex (findall, `group_select`-th match,
+the first non-empty group of a tuple, stripped, else `fallback`), multi_choice_regex (regex, then the document's
+`choices` texts, then `: A`-style letters, each mapped to `(A)`...), lowercase, uppercase, remove_whitespace (strips
+both ends), map (`mapping_dict`, `default_value`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Regenerate ``tests/reference/lmeval_corpus_metrics.json``: lm-eval 0.4.13's own task-level values of its corpus
+"""Regenerate ``tests/reference/aggregations_from_lmeval.json``: lm-eval 0.4.13's own task-level values of its corpus
 metrics on fixed inputs, the oracle of tests/unit/test_corpus_metrics.py and tests/unit/test_classification_metrics.py.
 
 Runs in a scratch virtual environment with lm-eval installed (never the project's own venv), e.g.::
@@ -21,7 +21,8 @@ from importlib.metadata import version
 
 from lm_eval.api import metrics
 
-OUT = pathlib.Path(__file__).with_name("lmeval_corpus_metrics.json")
+# Not named lmeval_*.json: the parity tests read each such file as a reference run of a task.
+OUT = pathlib.Path(__file__).with_name("aggregations_from_lmeval.json")
 
 TRANSLATIONS = [  # (reference, prediction)
     ("The cat sat on the mat.", "The cat sat on the mat."),

@@ -1,5 +1,5 @@
 """Multiple-choice f1 and mcc against lm-eval 0.4.13's own aggregations (sklearn 1.9.1) on fixed (gold, prediction)
-pairs: tests/reference/lmeval_corpus_metrics.json, written by tests/reference/make_lmeval_metric_reference.py in a
+pairs: tests/reference/aggregations_from_lmeval.json, written by tests/reference/make_lmeval_metric_reference.py in a
 scratch venv with lm-eval installed. Also: their YAML keys, and the gate's paired bootstrap over them."""
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.tasks.config import load_task_config
 from tests.fixtures.gate_records import fake_evaluation, provenance
 
-ORACLE = json.loads((Path(__file__).parents[1] / "reference" / "lmeval_corpus_metrics.json").read_text())["classification"]
+ORACLE = json.loads((Path(__file__).parents[1] / "reference" / "aggregations_from_lmeval.json").read_text())[
+    "classification"]
 AGGREGATES = {"f1": aggregate_f1, "mcc": aggregate_mcc}
 
 

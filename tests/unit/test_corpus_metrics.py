@@ -1,6 +1,6 @@
 """generate_until bleu, chrf and ter against lm-eval 0.4.13's own aggregations (sacrebleu 2.6.0) on fixed references
-and answers: tests/reference/lmeval_corpus_metrics.json, written by tests/reference/make_lmeval_metric_reference.py in
-a scratch venv with lm-eval installed. Also: their YAML keys, the baseline's per-document statistics, and the gate's
+and answers: tests/reference/aggregations_from_lmeval.json, written by
+tests/reference/make_lmeval_metric_reference.py in a scratch venv with lm-eval installed. Also: their YAML keys, the baseline's per-document statistics, and the gate's
 paired bootstrap over the corpus score."""
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from tests.fixtures.gate_records import provenance
 
 RUN_CONFIG = {"model": None, "model_args": None, "dtype": None, "batch_size": 1, "device": None, "limit": None,
               "num_fewshot": None, "shared_prefixes": False}
-ORACLE = json.loads((Path(__file__).parents[1] / "reference" / "lmeval_corpus_metrics.json").read_text())["corpus"]
+ORACLE = json.loads((Path(__file__).parents[1] / "reference" / "aggregations_from_lmeval.json").read_text())[
+    "corpus"]
 
 TASK = """
 task: translate
@@ -66,8 +67,8 @@ def evaluation(config, references, answers):
                  for i, reference in enumerate(references)]
     prepared = PreparedTask(config, documents, 0, None, "data1")
     per_document = [{"none": answer} for answer in answers]
-    return TaskEvaluation(prepared, [[] for _ in documents], score_task(prepared, resolve_metrics(config), per_document),
-                          list(answers), per_document)
+    scores = score_task(prepared, resolve_metrics(config), per_document)
+    return TaskEvaluation(prepared, [[] for _ in documents], scores, list(answers), per_document)
 
 
 @pytest.mark.parametrize("corpus", sorted(ORACLE))
@@ -126,8 +127,9 @@ def test_baseline_stores_sentence_statistics_and_the_gate_bootstraps_the_corpus_
     by_metric = {entry.metric: entry for entry in comparison.entries}
     assert {entry.test for entry in comparison.entries} == {"bootstrap"}
     assert all(entry.verdict is Verdict.REGRESSED for entry in comparison.entries)
-    assert by_metric["ter,none"].candidate > by_metric["ter,none"].baseline  # lower is better: the delta is oriented
-    assert by_metric["ter,none"].delta == pytest.approx(by_metric["ter,none"].baseline - by_metric["ter,none"].candidate)
+    ter = by_metric["ter,none"]
+    assert ter.candidate > ter.baseline  # lower is better: the delta is oriented
+    assert ter.delta == pytest.approx(ter.baseline - ter.candidate)
     moved = most_changed(stored, record(worse), documents)[0]["changes"]["bleu,none"]
     assert len(moved["baseline"]) == len(moved["candidate"]) == 10 and moved["baseline"] != moved["candidate"]
 
