@@ -320,10 +320,11 @@ def checksum(document: Mapping[str, Any]) -> str:
 
 
 def _render(value: Any, level: int = 0) -> str:
-    """JSON with 2-space indents where a container holding only scalars stays on one line (a row, a summary)."""
+    """JSON with 2-space indents where a container holding only scalars stays on one line (a row, a summary), and so
+    does a list whose items are scalars or lists of scalars (a row holding a corpus score's sentence statistics)."""
     if isinstance(value, (dict, list)) and value:
         items = value.items() if isinstance(value, dict) else enumerate(value)
-        if all(not isinstance(v, (dict, list)) or not v for _, v in items):
+        if all(not isinstance(v, (dict, list)) or not v or (isinstance(value, list) and _flat(v)) for _, v in items):
             return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
         pad, inner = "  " * level, "  " * (level + 1)
         if isinstance(value, dict):
@@ -332,6 +333,10 @@ def _render(value: Any, level: int = 0) -> str:
         body = [f"{inner}{_render(v, level + 1)}" for v in value]
         return "[\n" + ",\n".join(body) + f"\n{pad}]"
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _flat(value: Any) -> bool:
+    return isinstance(value, list) and not any(isinstance(item, (dict, list)) for item in value)
 
 
 def dumps(record: BaselineRecord) -> str:

@@ -116,7 +116,10 @@ def test_baseline_stores_sentence_statistics_and_the_gate_bootstraps_the_corpus_
         return record_from_evaluation(evaluation(config, references, answers), suite="mt", baseline_name="default",
                                       provenance=provenance(), tolerance=Tolerance())
 
-    stored = parse(dumps(record(good)), "translate.json")
+    text = dumps(record(good))
+    rows = [line for line in text.splitlines() if re.fullmatch(r'\s+"[0-9a-f]{16}(#\d+)?": \[\d+, \[.*\]\],?', line)]
+    assert len(rows) == 48  # one line per document, its statistics inline
+    stored = parse(text, "translate.json")
     assert stored.values["bleu,none"].shape == (48, 10)  # lengths, 4 n-gram matches, 4 n-gram totals
     assert stored.overall["bleu,none"].value == pytest.approx(corpus["bleu"], abs=1e-9)
     documents = evaluation(config, references, good).prepared.documents
