@@ -38,13 +38,13 @@ modelbench:
 
 
 def greedy_answers(model_path, prompts, new_tokens=3):
-    from pytest_modelbench.scoring.generation import generate_greedy
     from pytest_modelbench.scoring.loading import load_model, resolve_model_source
     from pytest_modelbench.tasks.generation_settings import GenerationSettings
+    from tests.fixtures.generation import generate
 
     loaded = load_model(resolve_model_source(str(model_path)), dtype="float32")
     contexts = [loaded.tokenizer.encode(prompt) for prompt in prompts]
-    return generate_greedy(loaded.model, loaded.tokenizer, "cpu", contexts, GenerationSettings((), new_tokens), 8)
+    return generate(loaded.model, loaded.tokenizer, contexts, GenerationSettings((), new_tokens), 8)
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import torch
 from pytest_modelbench.errors import ModelLoadError, TaskConfigError
 from pytest_modelbench.evaluation import evaluate_task
 from pytest_modelbench.scoring.causal import CausalLMScorer
-from pytest_modelbench.scoring.generation import generate_greedy
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.generation_settings import GenerationSettings
 from pytest_modelbench.tasks.task import prepare_task
+from tests.fixtures.generation import generate
 
 PROMPTS = ["Question: What is the first step", "The quick brown fox", "প্রশ্ন: বাংলাদেশের", "He"]
 
@@ -37,7 +37,7 @@ def test_kv_cache_generation_is_greedy_decoding(tiny_loaded, batch_size):
     model, tokenizer = tiny_loaded.model, tiny_loaded.tokenizer
     contexts = [tokenizer.encode(prompt) for prompt in PROMPTS]
     settings = GenerationSettings(until=(), max_gen_toks=12)
-    answers = generate_greedy(model, tokenizer, torch.device("cpu"), contexts, settings, batch_size)
+    answers = generate(model, tokenizer, contexts, settings, batch_size)
     assert answers == [greedy_by_definition(model, tokenizer, ids, 12) for ids in contexts]
     assert any(answers)  # the test would be vacuous if the model only produced end-of-sequence
 
@@ -49,7 +49,7 @@ def test_each_answer_is_cut_before_its_first_stop_sequence(tiny_loaded):
     # A stop sequence taken from the middle of the first free-running answer.
     stop = free[0][3:5]
     settings = GenerationSettings(until=(stop,), max_gen_toks=12)
-    answers = generate_greedy(model, tokenizer, torch.device("cpu"), contexts, settings, 2)
+    answers = generate(model, tokenizer, contexts, settings, 2)
     assert answers == [text.split(stop)[0] for text in free]
     assert answers[0] == free[0][: free[0].index(stop)]
 
