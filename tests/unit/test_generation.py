@@ -113,3 +113,54 @@ def test_masked_and_server_backends_refuse_generation():
             backend.generate_task(object(), None)
         with pytest.raises(ModelLoadError, match="loglikelihood_rolling tasks are not supported by the"):
             backend.rolling_loglikelihood_task(object(), None)
+
+
+# --- sampling: seeded as lm-eval seeds it ----------------------------------------------------------------------------
+
+SAMPLED = (("do_sample", True), ("temperature", 0.8), ("top_p", 0.95))
+
+
+def sampled_like_lm_eval(model, tokenizer, contexts, new_tokens):
+    """lm-eval's procedure at batch size 1: torch.manual_seed(1234) once (simple_evaluate), then one `generate` per
+    request, longest context first, ties by context text (its Collator); here ties never occur."""
+    order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
+    assert len({len(contexts[i]) for i in order}) == len(contexts)
+    torch.manual_seed(1234)
+    answers = [None] * len(contexts)
+    for i in order:
+        output = model.generate(input_ids=torch.tensor([contexts[i]]), max_new_tokens=new_tokens, do_sample=True,
+                                temperature=0.8, top_p=0.95, pad_token_id=tokenizer.eos_token_id)
+        answers[i] = tokenizer.decode(output[0, len(contexts[i]):].tolist(), skip_special_tokens=True)
+    return answers
+
+
+def test_sampling_draws_what_lm_eval_draws_and_leaves_the_random_state_alone(tiny_loaded):
+    model, tokenizer = tiny_loaded.model, tiny_loaded.tokenizer
+    contexts = [tokenizer.encode(prompt) for prompt in PROMPTS]
+    settings = GenerationSettings(until=(), max_gen_toks=8, decoding=SAMPLED)
+    state = torch.get_rng_state()
+    answers = generate(model, tokenizer, contexts, settings, 1)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert answers == sampled_like_lm_eval(model, tokenizer, contexts, 8)
+    assert answers != generate(model, tokenizer, contexts, GenerationSettings(until=(), max_gen_toks=8), 1)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_sampling_repeats_on_the_same_batch_size(tiny_loaded, batch_size):
+    model, tokenizer = tiny_loaded.model, tiny_loaded.tokenizer
+    contexts = [tokenizer.encode(prompt) for prompt in PROMPTS]
+    settings = GenerationSettings(until=(), max_gen_toks=8, decoding=SAMPLED)
+    torch.manual_seed(7)  # the caller's random state does not matter
+    first = generate(model, tokenizer, contexts, settings, batch_size)
+    torch.manual_seed(8)
+    assert generate(model, tokenizer, contexts, settings, batch_size) == first
+
+
+def test_decoding_settings_reach_generate(tiny_loaded):
+    """Sampling among the top 1 token is greedy decoding, whatever the random draws."""
+    model, tokenizer = tiny_loaded.model, tiny_loaded.tokenizer
+    contexts = [tokenizer.encode(prompt) for prompt in PROMPTS]
+    top_1 = GenerationSettings(until=(), max_gen_toks=8, decoding=(("do_sample", True), ("temperature", 5.0),
+                                                                   ("top_k", 1)))
+    assert generate(model, tokenizer, contexts, top_1, 2) == [
+        greedy_by_definition(model, tokenizer, ids, 8) for ids in contexts]
