@@ -9,7 +9,9 @@ everything else a score depends on: the model fingerprint (`LoadedModel.fingerpr
 digest of the weights as loaded in memory (per tensor: name, shape, dtype, float64 sum and sampled values; so an
 in-memory edit or a different `--dtype` misses), the tokenizer's full serialized state, device type, max length,
 prefix token, BOS setting, which scorer path (fast or plain) and the protocol version below. Values are the float
-log-likelihoods.
+log-likelihoods (table `scores`). Generated answers (generate_until) are text in table `generations`, keyed as
+scoring/cached_generation.py says. A file written before generations were cached (only `scores`) is used as it is and
+gains the `generations` table; those versions take a file with it for another program's and run without the cache.
 
 Several processes may share the file (pytest-xdist workers, concurrent runs): SQLite in WAL mode, writes in short
 `BEGIN IMMEDIATE` transactions, a busy timeout and retries with backoff, at most `lock_wait_s` (30 s) in all per
