@@ -101,7 +101,7 @@ def generate_batches(model, tokenizer, device, contexts: Sequence[Sequence[int]]
                 max_new_tokens=settings.max_gen_toks, use_cache=True, pad_token_id=pad,
                 stopping_criteria=StoppingCriteriaList([_StopSequences(tokenizer, stops, width)]), **decoding,
             )
-            texts = [tokenizer.decode(output[row, width:].tolist(), skip_special_tokens=True) for row in range(len(chunk))]
+            texts = tokenizer.batch_decode(output[:, width:].tolist(), skip_special_tokens=True)
             on_done(list(chunk), [cut_at_stops(text, stops) for text in texts])
 
 

@@ -17,7 +17,8 @@ from pytest_modelbench.scoring.score_cache import ScoreCache, request_key
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.task import prepare_task
 
-PROMPTS = ["Question: What is the first step", "The quick brown fox", "প্রশ্ন: বাংলাদেশের", "He", "Many people live"]
+PROMPTS = ["Question: What is the first step", "The quick brown fox", "প্রশ্ন: বাংলাদেশের", "He",
+           "Many people live"]
 SAMPLING = {"do_sample": True, "temperature": 0.8, "top_p": 0.95}
 
 
