@@ -15,6 +15,7 @@ from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.generation_settings import GenerationSettings
 from pytest_modelbench.tasks.task import prepare_task
 from tests.fixtures.generation import generate
+from tests.plugin.gate_project import _one_torch_thread  # noqa: F401 - fixture: 2 threads crawl on a shared box
 
 PROMPTS = ["Question: What is the first step", "The quick brown fox", "প্রশ্ন: বাংলাদেশের", "He"]
 
@@ -162,5 +163,5 @@ def test_decoding_settings_reach_generate(tiny_loaded):
     contexts = [tokenizer.encode(prompt) for prompt in PROMPTS]
     top_1 = GenerationSettings(until=(), max_gen_toks=8, decoding=(("do_sample", True), ("temperature", 5.0),
                                                                    ("top_k", 1)))
-    assert generate(model, tokenizer, contexts, top_1, 2) == [
-        greedy_by_definition(model, tokenizer, ids, 8) for ids in contexts]
+    greedy = GenerationSettings(until=(), max_gen_toks=8)  # checked against the definition above
+    assert generate(model, tokenizer, contexts, top_1, 2) == generate(model, tokenizer, contexts, greedy, 2)

@@ -16,6 +16,7 @@ from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.scoring.score_cache import ScoreCache, request_key
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.task import prepare_task
+from tests.plugin.gate_project import _one_torch_thread  # noqa: F401 - fixture: 2 threads crawl on a shared box
 
 PROMPTS = ["Question: What is the first step", "The quick brown fox", "প্রশ্ন: বাংলাদেশের", "He",
            "Many people live"]
