@@ -38,7 +38,7 @@ _REFUSED_KEYS = {
     "stop_strings": "stop sequences are given by 'until'",
 }
 _NUMBER_KEYS = {"temperature", "top_p", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff", "top_h",
-                "repetition_penalty", "length_penalty"}
+                "repetition_penalty"}
 _INTEGER_KEYS = {"top_k", "num_beams", "no_repeat_ngram_size", "min_new_tokens", "min_length"}
 
 
