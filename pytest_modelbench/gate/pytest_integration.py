@@ -35,6 +35,7 @@ import pytest
 from pytest_modelbench import cli_options
 from pytest_modelbench.errors import BaselineError, ModelbenchError
 from pytest_modelbench.tasks.config import gate_value_problem
+from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
 from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.gate.baseline import (
     Provenance,
@@ -161,17 +162,24 @@ def _package_versions() -> dict[str, str]:
     return versions
 
 
-def scoring_protocol(evaluation: Any, backend: Any) -> str:
+def scoring_protocol(evaluation: Any, backend: Any, batch_size: int | str) -> str:
     """How the numbers were produced; a baseline scored under another protocol is not comparable.
 
     An explicit `scoring_protocol` carried by the evaluation wins; otherwise what was run (causal log-likelihood,
-    masked pseudo-log-likelihood with the task's masked protocol, or greedy generation), the scorer's knobs from
-    --model-args (add_bos_token, prefix_token_id, max_length) and the prompt format (--apply-chat-template, ...).
+    masked pseudo-log-likelihood with the task's masked protocol, greedy generation, or sampled generation with its
+    settings, seed and batch size), the scorer's knobs from --model-args (add_bos_token, prefix_token_id, max_length)
+    and the prompt format (--apply-chat-template, ...).
     """
     explicit = getattr(evaluation, "scoring_protocol", None) or getattr(evaluation.prepared, "scoring_protocol", None)
     if explicit:
         return str(explicit)
-    if getattr(evaluation, "generations", None) is not None:
+    generated = getattr(evaluation, "generations", None) is not None
+    if generated and evaluation.prepared.config.generation.sampling:
+        # The seed and the batch size choose the draw, so a run reproduces its baseline's answers only with both.
+        settings = evaluation.prepared.config.generation.label()
+        base = (f"causal-lm sampled generation ({settings}; torch seed {SAMPLING_SEED} per task, batch size "
+                f"{batch_size}), lm-eval 0.4.13 generate_until rules")
+    elif generated:
         base = GENERATION_PROTOCOL
     elif getattr(backend, "model_type", "causal") == "masked":
         masked = getattr(evaluation.prepared.config, "masked_protocol", None) or "pll"
@@ -327,7 +335,7 @@ class GateSession:
             data_fingerprint=prepared.data_fingerprint,
             limit=prepared.limit,
             num_fewshot=int(prepared.num_fewshot),
-            scoring_protocol=scoring_protocol(evaluation, backend),
+            scoring_protocol=scoring_protocol(evaluation, backend, options.batch_size),
             dtype=(dtype or requested) if requested in ("auto", dtype) or not dtype else f"{requested} ({dtype})",
             batch_size=options.batch_size,
             device=backend.device,

@@ -1,7 +1,7 @@
 """The one seam between an evaluation and whatever produces its log-likelihoods.
 
 A backend scores a prepared task (`score_task`: one value per (document, choice), documents in order) and loose
-(context, continuation) requests (`loglikelihood`), answers a generate_until task (`generate_task`: one greedy
+(context, continuation) requests (`loglikelihood`), answers a generate_until task (`generate_task`: one
 generation per document, in order), scores a loglikelihood_rolling task (`rolling_loglikelihood_task`: each
 document's text log-likelihood over lm-eval's rolling windows; a backend that cannot raises ModelLoadError saying
 so), and says what it is (`describe`): the baseline provenance and the score cache identify the weights from that. The runner (runner.py) picks the backend from the options; the local

@@ -29,6 +29,27 @@ def cache_namespace(cache, fingerprint: str | None, model, tokenizer, **settings
     )
 
 
+class WriteBack:
+    """Values computed but not yet in the cache: written every FLUSH_INTERVAL_S and by `close` (also when scoring is
+    interrupted), so a re-run does not compute them again."""
+
+    def __init__(self, put: Callable[[list[tuple[bytes, Any]]], None]):
+        self.put = put
+        self.pending: list[tuple[bytes, Any]] = []
+        self.last_flush = time.monotonic()
+
+    def add(self, items: Sequence[tuple[bytes, Any]]) -> None:
+        self.pending.extend(items)
+        if self.pending and time.monotonic() - self.last_flush > FLUSH_INTERVAL_S:
+            self.close()
+            self.last_flush = time.monotonic()
+
+    def close(self) -> None:
+        if self.pending:
+            self.put(self.pending)
+            self.pending = []
+
+
 def score_with_cache(n: int, keys: Sequence[bytes] | None, cache, progress: ScoringProgress,
                      compute: Compute) -> list[float]:
     """Values of `n` requests: those whose key (`keys`; None: no cache) is cached, the rest from `compute`."""
@@ -40,28 +61,21 @@ def score_with_cache(n: int, keys: Sequence[bytes] | None, cache, progress: Scor
             results[i] = found[keys[i]]
         progress.requests_done(hits, computed=False)
     todo = [i for i, value in enumerate(results) if value is None]
-    pending: list[tuple[bytes, float]] = []
-    last_flush = time.monotonic()
+    writes = WriteBack(cache.put_many if keys is not None else lambda items: None)
 
     def on_done(local: list[int], values: list[float]) -> None:
-        nonlocal last_flush
         indices = [todo[j] for j in local]
         for i, value in zip(indices, values):
             results[i] = value
-            if keys is not None and math.isfinite(value):  # a NaN is an error for the evaluation, never a score
-                pending.append((keys[i], value))
-        if pending and time.monotonic() - last_flush > FLUSH_INTERVAL_S:
-            cache.put_many(pending)
-            pending.clear()
-            last_flush = time.monotonic()
+        if keys is not None:  # a NaN is an error for the evaluation, never a score
+            writes.add([(keys[i], value) for i, value in zip(indices, values) if math.isfinite(value)])
         progress.requests_done(indices)
 
     try:
         if todo:
             compute(todo, on_done)
     finally:
-        if pending:
-            cache.put_many(pending)
+        writes.close()
     progress.finish()
     return results  # type: ignore[return-value]
 

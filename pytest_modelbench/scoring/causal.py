@@ -15,8 +15,10 @@ Optional: a persistent score cache (scoring/score_cache.py) and progress lines (
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, Sequence
 
 import torch
@@ -130,20 +132,26 @@ class CausalLMScorer(RequestBackend):
                            placement_description(self.model), dict(self.explicit_settings))
 
     def generate_task(self, prepared) -> list[str]:
-        """Greedy answers of a generate_until task, one per document (scoring/generation.py). Not cached: the score
-        cache holds numbers only."""
-        from pytest_modelbench.scoring.generation import context_limit, generate_greedy
+        """Answers of a generate_until task, one per document (scoring/generation.py); answers the score cache holds
+        are not generated again (scoring/cached_generation.py)."""
+        from pytest_modelbench.scoring.cached_generation import generate_with_cache, generation_keys
+        from pytest_modelbench.scoring.generation import batch_plan, context_limit, generate_batches
         from pytest_modelbench.scoring.progress import ScoringProgress
 
         settings = prepared.config.generation
         limit = context_limit(self.max_length, settings)
-        contexts = [self.encoder.encode(doc.context)[-limit:] for doc in prepared.documents]
-        longest = max(len(context) for context in contexts) + settings.max_gen_toks
+        encoded = [self.encoder.encode(doc.context) for doc in prepared.documents]
+        contexts = [ids[-limit:] for ids in encoded]
+        batch_size = self._resolve_batch_size(max(len(context) for context in contexts) + settings.max_gen_toks)
+        batches = batch_plan([len(ids) for ids in encoded], [doc.context for doc in prepared.documents], batch_size)
+        namespace = self._generation_namespace(settings, batch_size)
+        keys = None if namespace is None else generation_keys(namespace, contexts, batches, settings.sampling)
         progress = ScoringProgress(self.progress, prepared.config.task, [1] * len(contexts))
-        answers = generate_greedy(self.model, self.encoder.tokenizer, self.device, contexts, settings,
-                                  self._resolve_batch_size(longest), progress.requests_done)
-        progress.finish()
-        return answers
+
+        def generate(todo: list[list[int]], on_done: Callable[[list[int], list[str]], None]) -> None:
+            generate_batches(self.model, self.encoder.tokenizer, self.device, contexts, settings, todo, on_done)
+
+        return generate_with_cache(batches, keys, self.cache, progress, generate, whole=settings.sampling)
 
     def rolling_loglikelihood_task(self, prepared) -> list[float]:
         """Each document's text log-likelihood, summed over lm-eval's rolling windows (scoring/rolling.py). Not
@@ -288,6 +296,30 @@ class CausalLMScorer(RequestBackend):
         warnings.warn(f"pytest-modelbench: shared-prefix scoring is off for this model ({reason}); "
                       "scoring every request in full", stacklevel=3)
         return None
+
+    def _generation_namespace(self, settings, batch_size: int) -> str | None:
+        """The generation cache key's model and settings part (scoring/cached_generation.py); None without a cache."""
+        if self._generation_base is None:
+            return None
+        from pytest_modelbench.scoring.generation import stop_sequences
+        from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
+
+        return json.dumps({
+            "model": self._generation_base, "stops": stop_sequences(self.encoder.tokenizer, settings),
+            "max_gen_toks": settings.max_gen_toks, "decoding": settings.decoding,
+            "seed": SAMPLING_SEED if settings.sampling else None, "batch_size": batch_size,
+        }, sort_keys=True, default=str)
+
+    @cached_property
+    def _generation_base(self) -> str | None:
+        from pytest_modelbench.scoring.cached import cache_namespace
+        from pytest_modelbench.scoring.cached_generation import PROTOCOL_VERSION
+
+        return cache_namespace(
+            self.cache, self.fingerprint, self.model, self.encoder.tokenizer, protocol=PROTOCOL_VERSION,
+            device=placement_label(self.model), max_length=self.max_length, add_bos_token=self.encoder.add_bos_token,
+            generation_config=self.model.generation_config.to_json_string(),
+        )
 
     def _cache_namespace(self) -> str | None:
         """The cache key's model and settings part; None when no cache or the weights cannot be identified."""

@@ -1,22 +1,28 @@
-"""Greedy generation for generate_until tasks, as lm-eval 0.4.13's HFLM runs it.
+"""Generation for generate_until tasks, as lm-eval 0.4.13's HFLM runs it.
 
 Per request: the context encoded as for scoring (BOS by the tokenizer's default, none when the text starts with it),
-cut on the left to `max_length - max_gen_toks` tokens; at most `max_gen_toks` new tokens, greedy, with the KV cache
-(transformers' `generate`); a row stops at the model's end-of-sequence token or once its decoded text holds one of the
-stop sequences (the task's `until` plus the end-of-sequence text). The answer is the decoded new tokens (special
-tokens skipped) cut before the first stop sequence. Requests run longest first in batches, left-padded with an
-attention mask; rows finish independently. At batch size 1 nothing is padded, which is lm-eval's reference setting.
+cut on the left to `max_length - max_gen_toks` tokens; at most `max_gen_toks` new tokens with the KV cache
+(transformers' `generate`, given the task's decoding settings: greedy, sampling, beams); a row stops at the model's
+end-of-sequence token or once its decoded text holds one of the stop sequences (the task's `until` plus the
+end-of-sequence text). The answer is the decoded new tokens (special tokens skipped) cut before the first stop
+sequence. Requests run in lm-eval's order (longest context first, ties by context text) in batches, left-padded with
+an attention mask; rows finish independently. At batch size 1 nothing is padded, which is lm-eval's reference setting.
+
+Sampling draws from torch's random generator, seeded with lm-eval's default torch seed before a task's first batch
+(lm-eval seeds once per run, so a task that runs alone draws what lm-eval draws). The generator's state is restored
+afterwards, so a task's samples depend on neither the tasks before it nor the caller's random state.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from pytest_modelbench.errors import RequestError
-from pytest_modelbench.tasks.generation_settings import GenerationSettings
+from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED, GenerationSettings
 
 
 class _StopSequences(StoppingCriteria):
@@ -68,31 +74,43 @@ def context_limit(max_length: int, settings: GenerationSettings) -> int:
     return limit
 
 
+def batch_plan(lengths: Sequence[int], texts: Sequence[str], batch_size: int) -> list[list[int]]:
+    """lm-eval's batches: requests sorted by untruncated context length (longest first), ties by context text."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], texts[i]))
+    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+
+
 @torch.inference_mode()
-def generate_greedy(model, tokenizer, device, contexts: Sequence[Sequence[int]], settings: GenerationSettings,
-                    batch_size: int, on_done: Callable[[list[int]], None] | None = None) -> list[str]:
-    """The answers to encoded (already left-truncated) contexts, in their order; `on_done(indices)` per batch."""
+def generate_batches(model, tokenizer, device, contexts: Sequence[Sequence[int]], settings: GenerationSettings,
+                     batches: Sequence[Sequence[int]], on_done: Callable[[list[int], list[str]], None]) -> None:
+    """Answers the encoded (already left-truncated) contexts batch by batch: `on_done(indices, answers)` per batch."""
     stops = stop_sequences(tokenizer, settings)
     pad = padding_id(tokenizer)
-    order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
-    answers = [""] * len(contexts)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
-        width = max(len(contexts[i]) for i in chunk)
-        input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-        attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for row, i in enumerate(chunk):
-            length = len(contexts[i])
-            input_ids[row, width - length:] = torch.tensor(contexts[i], dtype=torch.long)
-            attention_mask[row, width - length:] = 1
-        output = model.generate(
-            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-            max_new_tokens=settings.max_gen_toks, do_sample=False, use_cache=True, pad_token_id=pad,
-            stopping_criteria=StoppingCriteriaList([_StopSequences(tokenizer, stops, width)]),
-        )
-        for row, i in enumerate(chunk):
-            text = tokenizer.decode(output[row, width:].tolist(), skip_special_tokens=True)
-            answers[i] = cut_at_stops(text, stops)
-        if on_done is not None:
-            on_done(chunk)
-    return answers
+    decoding = dict(settings.decoding)
+    with _seeded(model, settings.sampling):
+        for chunk in batches:
+            width = max(len(contexts[i]) for i in chunk)
+            input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+            attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, i in enumerate(chunk):
+                length = len(contexts[i])
+                input_ids[row, width - length:] = torch.tensor(contexts[i], dtype=torch.long)
+                attention_mask[row, width - length:] = 1
+            output = model.generate(
+                input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                max_new_tokens=settings.max_gen_toks, use_cache=True, pad_token_id=pad,
+                stopping_criteria=StoppingCriteriaList([_StopSequences(tokenizer, stops, width)]), **decoding,
+            )
+            texts = tokenizer.batch_decode(output[:, width:].tolist(), skip_special_tokens=True)
+            on_done(list(chunk), [cut_at_stops(text, stops) for text in texts])
+
+
+@contextmanager
+def _seeded(model, sampling: bool) -> Iterator[None]:
+    if not sampling:
+        yield
+        return
+    cuda = sorted({parameter.device.index or 0 for parameter in model.parameters() if parameter.device.type == "cuda"})
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(SAMPLING_SEED)
+        yield

@@ -9,7 +9,9 @@ everything else a score depends on: the model fingerprint (`LoadedModel.fingerpr
 digest of the weights as loaded in memory (per tensor: name, shape, dtype, float64 sum and sampled values; so an
 in-memory edit or a different `--dtype` misses), the tokenizer's full serialized state, device type, max length,
 prefix token, BOS setting, which scorer path (fast or plain) and the protocol version below. Values are the float
-log-likelihoods.
+log-likelihoods (table `scores`). Generated answers (generate_until) are text in table `generations`, keyed as
+scoring/cached_generation.py says. A file written before generations were cached (only `scores`) is used as it is and
+gains the `generations` table; those versions take a file with it for another program's and run without the cache.
 
 Several processes may share the file (pytest-xdist workers, concurrent runs): SQLite in WAL mode, writes in short
 `BEGIN IMMEDIATE` transactions, a busy timeout and retries with backoff, at most `lock_wait_s` (30 s) in all per
@@ -29,13 +31,13 @@ import sqlite3
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 CACHE_DIR_ENV = "MODELBENCH_CACHE_DIR"
 CACHE_FILE = "scores.sqlite"
 PROTOCOL_VERSION = "causal-loglikelihood/1"  # bump when a change in scoring changes the numbers
 _LOCK_WAIT_S = 30.0
-_COLUMNS = [("key", "BLOB"), ("value", "REAL"), ("created", "REAL")]
+_TABLES = {"scores": "REAL", "generations": "TEXT"}  # table → value type: log-likelihoods, generated answers
 _CHUNK = 500  # SQLite host parameters per query
 
 
@@ -64,7 +66,30 @@ class ScoreCache:
     # --- public API -------------------------------------------------------------------------------------------------
 
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, float]:
-        found: dict[bytes, float] = {}
+        """Cached log-likelihoods."""
+        return self._get("scores", keys, lambda value: isinstance(value, (int, float)) and math.isfinite(value),
+                         float, "a value that is not a finite number")
+
+    def put_many(self, items: Iterable[tuple[bytes, float]]) -> None:
+        self._put("scores", [(key, float(value)) for key, value in items])
+
+    def get_texts(self, keys: Sequence[bytes]) -> dict[bytes, str]:
+        """Cached generations."""
+        return self._get("generations", keys, lambda value: isinstance(value, str), str, "a value that is not text")
+
+    def put_texts(self, items: Iterable[tuple[bytes, str]]) -> None:
+        self._put("generations", list(items))
+
+    def close(self) -> None:
+        if self._connection is not None and self._pid == os.getpid():
+            self._connection.close()
+        self._connection = None
+
+    # --- internals ----------------------------------------------------------------------------------------------
+
+    def _get(self, table: str, keys: Sequence[bytes], usable: Callable[[Any], bool], convert: Callable[[Any], Any],
+             problem: str) -> dict[bytes, Any]:
+        found: dict[bytes, Any] = {}
         if not keys or not self.enabled:
             return found
         unique = list(dict.fromkeys(keys))
@@ -75,32 +100,32 @@ class ScoreCache:
             for start in range(0, len(unique), _CHUNK):
                 chunk = unique[start:start + _CHUNK]
                 marks = ",".join("?" * len(chunk))
-                for key, value in connection.execute(f"SELECT key, value FROM scores WHERE key IN ({marks})", chunk):
-                    if isinstance(value, (int, float)) and math.isfinite(value):
-                        found[bytes(key)] = float(value)
-                    else:  # written by something else (SQLite does not enforce column types): score it again
+                for key, value in connection.execute(f"SELECT key, value FROM {table} WHERE key IN ({marks})", chunk):
+                    if usable(value):
+                        found[bytes(key)] = convert(value)
+                    else:  # written by something else (SQLite does not enforce column types): compute it again
                         unusable += 1
 
         if self._run(read, "read") is False:
             return {}
         if unusable:
             warnings.warn(
-                f"pytest-modelbench: score cache {self.path}: {unusable} row(s) hold a value that is not a finite "
-                "number; recomputing them", stacklevel=2,
+                f"pytest-modelbench: score cache {self.path}: {unusable} row(s) hold {problem}; recomputing them",
+                stacklevel=3,
             )
         self.hits += sum(1 for key in keys if key in found)
         self.misses += sum(1 for key in keys if key not in found)
         return found
 
-    def put_many(self, items: Iterable[tuple[bytes, float]]) -> None:
-        rows = [(key, float(value), time.time()) for key, value in items]
+    def _put(self, table: str, items: list[tuple[bytes, Any]]) -> None:
+        rows = [(key, value, time.time()) for key, value in items]
         if not rows or not self.enabled:
             return
 
         def write(connection: sqlite3.Connection) -> None:
             connection.execute("BEGIN IMMEDIATE")
             try:
-                connection.executemany("INSERT OR REPLACE INTO scores (key, value, created) VALUES (?, ?, ?)", rows)
+                connection.executemany(f"INSERT OR REPLACE INTO {table} (key, value, created) VALUES (?, ?, ?)", rows)
                 connection.execute("COMMIT")
             except BaseException:
                 connection.execute("ROLLBACK")
@@ -108,13 +133,6 @@ class ScoreCache:
 
         if self._run(write, "write") is not False:
             self.writes += len(rows)
-
-    def close(self) -> None:
-        if self._connection is not None and self._pid == os.getpid():
-            self._connection.close()
-        self._connection = None
-
-    # --- internals ----------------------------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is not None and self._pid == os.getpid():
@@ -130,10 +148,11 @@ class ScoreCache:
         if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
-        connection.execute(
-            "CREATE TABLE IF NOT EXISTS scores (key BLOB PRIMARY KEY, value REAL NOT NULL, created REAL NOT NULL)"
-            " WITHOUT ROWID"
-        )
+        for table, value_type in _TABLES.items():
+            connection.execute(
+                f"CREATE TABLE IF NOT EXISTS {table} (key BLOB PRIMARY KEY, value {value_type} NOT NULL, "
+                "created REAL NOT NULL) WITHOUT ROWID"
+            )
         self._connection, self._pid = connection, os.getpid()
         return connection
 
@@ -165,13 +184,19 @@ class ScoreCache:
 
 
 def _check_is_score_cache(connection: sqlite3.Connection) -> None:
-    """Raise unless the database is empty or holds only this cache's table, so another program's file is left as is."""
+    """Raise unless the database is empty or holds only this cache's tables, so another program's file is left as is.
+    A file of the versions before generations were cached (only `scores`) is this cache: the table is added."""
     tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    columns = [(row[1], row[2]) for row in connection.execute("PRAGMA table_info(scores)")]
-    if tables - {"scores"} or (tables and columns != _COLUMNS):
+    columns = {table: [(row[1], row[2]) for row in connection.execute(f"PRAGMA table_info({table})")]
+               for table in tables & set(_TABLES)}
+    if tables - set(_TABLES) or any(columns[table] != _columns(table) for table in columns):
         raise sqlite3.DatabaseError(
-            f"not a pytest-modelbench score cache (tables {sorted(tables)}, scores columns {columns})"
+            f"not a pytest-modelbench score cache (tables {sorted(tables)}, columns {columns})"
         )
+
+
+def _columns(table: str) -> list[tuple[str, str]]:
+    return [("key", "BLOB"), ("value", _TABLES[table]), ("created", "REAL")]
 
 
 # --- keys -----------------------------------------------------------------------------------------------------------
@@ -184,8 +209,8 @@ def request_key(namespace: str, context: str, continuation: str) -> bytes:
     return digest.digest()
 
 
-def scoring_namespace(**settings: Any) -> str:
-    return json.dumps({"protocol": PROTOCOL_VERSION, **settings}, sort_keys=True, default=str)
+def scoring_namespace(protocol: str = PROTOCOL_VERSION, **settings: Any) -> str:
+    return json.dumps({"protocol": protocol, **settings}, sort_keys=True, default=str)
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -165,6 +165,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     known -= {"categories", "masked_protocol", "generation", "filters", "limit"}
     # repeats: greedy decoding answers every repeat alike, and each filter maps responses one by one before the
     # first is taken, so generating once gives lm-eval's result; it is read (and part of the config hash) only.
+    # Sampled tasks refuse repeats > 1: lm-eval draws every repeat from the one random stream.
     known |= {"generation_kwargs", "filter_list", "repeats"}
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -265,7 +266,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         fewshot_delimiter=fewshot_delimiter,
         output_type=output_type,
         metric_list=metric_specs,
-        generation=generation_settings(raw.get("generation_kwargs"), fewshot_delimiter, path) if generative else None,
+        generation=_generation(raw, fewshot_delimiter, repeats, path) if generative else None,
         filters=filter_pipelines(raw.get("filter_list"), path) if generative else NO_FILTER,
         process_docs=_document_rules(modelbench, path, task, resolve("process_docs", raw.get("process_docs"))),
         should_decontaminate=bool(raw.get("should_decontaminate", False)),
@@ -370,6 +371,16 @@ def _document_limit(block: dict[str, Any], path: Path) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise TaskConfigError(f"{path}: key 'modelbench.limit' must be a positive integer, got {value!r}")
     return value
+
+
+def _generation(raw: dict[str, Any], fewshot_delimiter: str, repeats: int, path: Path) -> GenerationSettings:
+    settings = generation_settings(raw.get("generation_kwargs"), fewshot_delimiter, path)
+    if settings.sampling and repeats > 1:
+        raise TaskConfigError(
+            f"{path}: key 'repeats' is {repeats}: a sampled task (generation_kwargs.do_sample) draws every repeat, "
+            "which is not supported yet; use repeats: 1"
+        )
+    return settings
 
 
 def _masked_protocol(block: dict[str, Any], path: Path) -> str:

@@ -7,6 +7,7 @@ import json
 import textwrap
 
 import pytest
+import transformers
 
 from tests.plugin.gate_project import _one_torch_thread, bad_model, gate_entries, run_gate  # noqa: F401 - fixtures
 
@@ -38,13 +39,13 @@ modelbench:
 
 
 def greedy_answers(model_path, prompts, new_tokens=3):
-    from pytest_modelbench.scoring.generation import generate_greedy
     from pytest_modelbench.scoring.loading import load_model, resolve_model_source
     from pytest_modelbench.tasks.generation_settings import GenerationSettings
+    from tests.fixtures.generation import generate
 
     loaded = load_model(resolve_model_source(str(model_path)), dtype="float32")
     contexts = [loaded.tokenizer.encode(prompt) for prompt in prompts]
-    return generate_greedy(loaded.model, loaded.tokenizer, "cpu", contexts, GenerationSettings((), new_tokens), 8)
+    return generate(loaded.model, loaded.tokenizer, contexts, GenerationSettings((), new_tokens), 8)
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +125,36 @@ def test_chat_template_options_end_to_end_refusals(pytester, tiny_model):
     result = run_gate(pytester, tiny_model, "--fewshot-as-multiturn=true")
     assert result.ret == 4  # usage error
     result.stderr.fnmatch_lines(["*--fewshot-as-multiturn true needs --apply-chat-template*"])
+
+
+def refuse_to_generate(*args, **kwargs):
+    raise AssertionError("the model generated although every answer was cached")
+
+
+def test_a_sampled_task_reproduces_its_baseline_from_the_cache_too_and_another_batch_size_is_not_compared(
+        pytester, tiny_model, monkeypatch):
+    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
+    suite = pytester.path / "suites" / "gen"
+    suite.mkdir(parents=True)
+    docs = [{"prompt": prompt, "answer": "x", "kind": "a"} for prompt in PROMPTS[:6]]
+    (suite / "data.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    sampled = YAML.replace("  max_gen_toks: 3\n", "  max_gen_toks: 3\n  do_sample: true\n  temperature: 0.8\n")
+    (suite / f"{TASK}.yaml").write_text(textwrap.dedent(sampled), encoding="utf-8")
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    first, second, third = (pytester.path / f"{run}.json" for run in ("first", "second", "third"))
+    run_gate(pytester, tiny_model, "--snapshot-update", "--log-samples",
+             f"--results-json={first}").assert_outcomes(passed=1)
+    protocol = json.loads((pytester.path / "baselines" / "default" / "gen" / f"{TASK}.json").read_text())[
+        "provenance"]["scoring_protocol"]
+    assert protocol.startswith("causal-lm sampled generation (do_sample=True, temperature=0.8; torch seed 1234 per "
+                               "task, batch size 1)")
+    run_gate(pytester, tiny_model, "--no-cache", "--log-samples", f"--results-json={second}").assert_outcomes(passed=1)
+    result = run_gate(pytester, tiny_model, "--batch-size=2")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*re-baseline required: scoring protocol changed*batch size 1*batch size 2*"])
+
+    monkeypatch.setattr(transformers.GenerationMixin, "generate", refuse_to_generate)
+    run_gate(pytester, tiny_model, "--log-samples", f"--results-json={third}").assert_outcomes(passed=1)
+    generations = [[s["generation"] for s in json.loads(path.read_text())["samples"][TASK]]
+                   for path in (first, second, third)]
+    assert generations[0] == generations[1] == generations[2] and len(set(generations[0])) > 1

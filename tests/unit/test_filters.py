@@ -109,13 +109,33 @@ def test_generation_kwargs_defaults_follow_lm_eval():
     assert generation_settings({"until": [], "temperature": 0.7, "do_sample": False}, "\n\n", HERE).until == ()
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"do_sample": True}, "only greedy decoding is supported"),
-    ({"temperature": 0.5}, "lm-eval samples at a non-zero temperature"),
-    ({"num_beams": 4}, "'generation_kwargs.num_beams' is not supported"),
-    ({"max_gen_toks": 0}, "must be a positive integer"),
-    ({"until": [1]}, "must be a string or a list of strings"),
+@pytest.mark.parametrize("kwargs, decoding", [
+    # lm-eval 0.4.13 normalize_gen_kwargs: temperature defaults to 0, do_sample unset becomes temperature > 0
+    ({}, {"do_sample": False}),
+    ({"temperature": 0.5}, {"do_sample": True, "temperature": 0.5}),
+    ({"do_sample": True, "temperature": 0.8, "top_p": 0.95}, {"do_sample": True, "temperature": 0.8, "top_p": 0.95}),
+    # greedy: HFLM._model_generate drops the temperature; transformers ignores the other sampling-only keys
+    ({"do_sample": False, "temperature": 0.7, "top_p": 0.9, "top_k": 5}, {"do_sample": False}),
+    ({"do_sample": False, "num_beams": 1, "max_new_tokens": 256}, {"do_sample": False, "num_beams": 1}),
+    ({"num_beams": 10, "repetition_penalty": 1.1}, {"do_sample": False, "num_beams": 10, "repetition_penalty": 1.1}),
 ])
-def test_sampling_and_bad_generation_kwargs_are_refused_by_name(kwargs, message):
-    with pytest.raises(TaskConfigError, match=message):
+def test_decoding_settings_follow_lm_eval(kwargs, decoding):
+    settings = generation_settings(kwargs, "\n\n", HERE)
+    assert dict(settings.decoding) == decoding
+    assert settings.sampling == decoding["do_sample"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"do_sample": True}, "'generation_kwargs.temperature' is 0.0: with do_sample true lm-eval passes it"),
+    ({"do_sample": "yes"}, "'generation_kwargs.do_sample' must be true or false"),
+    ({"temperature": "hot"}, "'generation_kwargs.temperature' must be a non-negative number"),
+    ({"num_beams": 0}, "'generation_kwargs.num_beams' must be an integer of at least 1"),
+    ({"max_length": 40}, "'generation_kwargs.max_length' is not supported .*use max_gen_toks"),
+    ({"num_return_sequences": 2}, "'generation_kwargs.num_return_sequences' is not supported"),
+    ({"beam_width": 4}, "'generation_kwargs.beam_width' is not a generation setting of transformers' generate"),
+    ({"max_gen_toks": 0}, "'generation_kwargs.max_gen_toks' must be a positive integer"),
+    ({"until": [1]}, "'generation_kwargs.until' must be a string or a list of strings"),
+])
+def test_bad_generation_kwargs_are_refused_by_file_and_key(kwargs, message):
+    with pytest.raises(TaskConfigError, match=f"{HERE}: key {message}"):
         generation_settings(kwargs, "\n\n", HERE)

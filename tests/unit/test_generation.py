@@ -11,10 +11,11 @@ import torch
 from pytest_modelbench.errors import ModelLoadError, TaskConfigError
 from pytest_modelbench.evaluation import evaluate_task
 from pytest_modelbench.scoring.causal import CausalLMScorer
-from pytest_modelbench.scoring.generation import generate_greedy
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.generation_settings import GenerationSettings
 from pytest_modelbench.tasks.task import prepare_task
+from tests.fixtures.generation import generate
+from tests.plugin.gate_project import _one_torch_thread  # noqa: F401 - fixture: 2 threads crawl on a shared box
 
 PROMPTS = ["Question: What is the first step", "The quick brown fox", "প্রশ্ন: বাংলাদেশের", "He"]
 
@@ -37,7 +38,7 @@ def test_kv_cache_generation_is_greedy_decoding(tiny_loaded, batch_size):
     model, tokenizer = tiny_loaded.model, tiny_loaded.tokenizer
     contexts = [tokenizer.encode(prompt) for prompt in PROMPTS]
     settings = GenerationSettings(until=(), max_gen_toks=12)
-    answers = generate_greedy(model, tokenizer, torch.device("cpu"), contexts, settings, batch_size)
+    answers = generate(model, tokenizer, contexts, settings, batch_size)
     assert answers == [greedy_by_definition(model, tokenizer, ids, 12) for ids in contexts]
     assert any(answers)  # the test would be vacuous if the model only produced end-of-sequence
 
@@ -49,7 +50,7 @@ def test_each_answer_is_cut_before_its_first_stop_sequence(tiny_loaded):
     # A stop sequence taken from the middle of the first free-running answer.
     stop = free[0][3:5]
     settings = GenerationSettings(until=(stop,), max_gen_toks=12)
-    answers = generate_greedy(model, tokenizer, torch.device("cpu"), contexts, settings, 2)
+    answers = generate(model, tokenizer, contexts, settings, 2)
     assert answers == [text.split(stop)[0] for text in free]
     assert answers[0] == free[0][: free[0].index(stop)]
 
@@ -113,3 +114,54 @@ def test_masked_and_server_backends_refuse_generation():
             backend.generate_task(object(), None)
         with pytest.raises(ModelLoadError, match="loglikelihood_rolling tasks are not supported by the"):
             backend.rolling_loglikelihood_task(object(), None)
+
+
+# --- sampling: seeded as lm-eval seeds it ----------------------------------------------------------------------------
+
+SAMPLED = (("do_sample", True), ("temperature", 0.8), ("top_p", 0.95))
+
+
+def sampled_like_lm_eval(model, tokenizer, contexts, new_tokens):
+    """lm-eval's procedure at batch size 1: torch.manual_seed(1234) once (simple_evaluate), then one `generate` per
+    request, longest context first, ties by context text (its Collator); here ties never occur."""
+    order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
+    assert len({len(contexts[i]) for i in order}) == len(contexts)
+    torch.manual_seed(1234)
+    answers = [None] * len(contexts)
+    for i in order:
+        output = model.generate(input_ids=torch.tensor([contexts[i]]), max_new_tokens=new_tokens, do_sample=True,
+                                temperature=0.8, top_p=0.95, pad_token_id=tokenizer.eos_token_id)
+        answers[i] = tokenizer.decode(output[0, len(contexts[i]):].tolist(), skip_special_tokens=True)
+    return answers
+
+
+def test_sampling_draws_what_lm_eval_draws_and_leaves_the_random_state_alone(tiny_loaded):
+    model, tokenizer = tiny_loaded.model, tiny_loaded.tokenizer
+    contexts = [tokenizer.encode(prompt) for prompt in PROMPTS]
+    settings = GenerationSettings(until=(), max_gen_toks=8, decoding=SAMPLED)
+    state = torch.get_rng_state()
+    answers = generate(model, tokenizer, contexts, settings, 1)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert answers == sampled_like_lm_eval(model, tokenizer, contexts, 8)
+    assert answers != generate(model, tokenizer, contexts, GenerationSettings(until=(), max_gen_toks=8), 1)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_sampling_repeats_on_the_same_batch_size(tiny_loaded, batch_size):
+    model, tokenizer = tiny_loaded.model, tiny_loaded.tokenizer
+    contexts = [tokenizer.encode(prompt) for prompt in PROMPTS]
+    settings = GenerationSettings(until=(), max_gen_toks=8, decoding=SAMPLED)
+    torch.manual_seed(7)  # the caller's random state does not matter
+    first = generate(model, tokenizer, contexts, settings, batch_size)
+    torch.manual_seed(8)
+    assert generate(model, tokenizer, contexts, settings, batch_size) == first
+
+
+def test_decoding_settings_reach_generate(tiny_loaded):
+    """Sampling among the top 1 token is greedy decoding, whatever the random draws."""
+    model, tokenizer = tiny_loaded.model, tiny_loaded.tokenizer
+    contexts = [tokenizer.encode(prompt) for prompt in PROMPTS]
+    top_1 = GenerationSettings(until=(), max_gen_toks=8, decoding=(("do_sample", True), ("temperature", 5.0),
+                                                                   ("top_k", 1)))
+    greedy = GenerationSettings(until=(), max_gen_toks=8)  # checked against the definition above
+    assert generate(model, tokenizer, contexts, top_1, 2) == generate(model, tokenizer, contexts, greedy, 2)
