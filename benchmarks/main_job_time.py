@@ -59,7 +59,7 @@ def category_scores(results: dict) -> dict[tuple[str, str, str], float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--configs", default="1x1;8x1;8x2;autox2",
+    parser.add_argument("--configs", default="autox1;1x1",
                         help="semicolon-separated BATCHxWORKERS, run in this order")
     parser.add_argument("--reference", default="1x1", help="the configuration the others are compared with")
     parser.add_argument("--keep", help="keep caches and results JSON here (default: a temporary folder)")

@@ -19,9 +19,10 @@ from pytest_modelbench.scoring.loading import parse_model_args, scorer_args_prob
 from pytest_modelbench.scoring.progress import default_interval
 
 
-def batch_size(value: str) -> int | str:
-    """`--batch-size`: a positive integer (ASCII digits) or 'auto'."""
-    if value == "auto":
+def batch_size(value: str | None) -> int | str | None:
+    """`--batch-size`: a positive integer (ASCII digits) or 'auto'; None when not given (scoring/backend.py's
+    `unset_batch_size` then decides per path)."""
+    if value is None or value == "auto":
         return value
     if value.isascii() and value.isdigit() and int(value) > 0:
         return int(value)

@@ -35,7 +35,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--dtype", default="auto", choices=DTYPES, help="weights dtype (default: auto)")
     group.addoption("--model-type", default="auto", choices=("auto", "causal", "masked"),
                     help="causal or masked-LM scoring (default: auto, from the checkpoint's architectures)")
-    group.addoption("--batch-size", default="1", help="batch size, an integer or 'auto' (default: 1)")
+    group.addoption("--batch-size", help="batch size, an integer or 'auto' (default: auto, but 1 for generation and --plain-scoring)")
     group.addoption("--num-fewshot", type=int, default=None, help="few-shot examples per document (overrides the YAML)")
     group.addoption("--limit", type=int, default=None, help="score only the first N documents of each task")
     group.addoption("--data-dir", default=None, help=f"local mirror of hub datasets (also ${DATA_DIR_ENV} or ini modelbench_data_dir)")
@@ -203,7 +203,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     options = runner.options
     run_config = {
         "model": options.model, "model_args": options.model_args, "dtype": options.dtype,
-        "batch_size": options.batch_size, "device": options.device, "limit": options.limit,
+        "batch_size": "default" if options.batch_size is None else options.batch_size, "device": options.device, "limit": options.limit,
         "num_fewshot": options.num_fewshot, "shared_prefixes": options.shared_prefixes,
     }
     document = results_document(

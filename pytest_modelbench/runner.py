@@ -9,7 +9,7 @@ from typing import Callable
 
 from pytest_modelbench.errors import ModelbenchError, ModelLoadError
 from pytest_modelbench.evaluation import TaskEvaluation, evaluate_task
-from pytest_modelbench.scoring.backend import Backend
+from pytest_modelbench.scoring.backend import Backend, unset_batch_size
 from pytest_modelbench.scoring.loading import (
     LoadedModel, detect_model_type, load_model, load_tokenizer, resolve_model_source,
 )
@@ -25,7 +25,7 @@ class RunOptions:
     model_args: str | None = None
     device: str = "cpu"
     dtype: str = "auto"
-    batch_size: int | str = 1
+    batch_size: int | str | None = None  # None: not given (scoring/backend.py, unset_batch_size)
     num_fewshot: int | None = None
     limit: int | None = None
     data_dir: Path | None = None
@@ -98,6 +98,12 @@ class BenchRunner:
         self.evaluations[config.task] = evaluation
         return evaluation
 
+    def batch_size_for(self, output_type: str) -> int | str:
+        """--batch-size, or when it is not given what scoring uses for tasks of this output type."""
+        if self.options.batch_size is not None:
+            return self.options.batch_size
+        return unset_batch_size(output_type == "generate_until" or not self.options.shared_prefixes)
+
     def _prompt_format(self) -> PromptFormat:
         options = self.options
         if not options.apply_chat_template:
@@ -137,7 +143,7 @@ class BenchRunner:
         return connect(
             options.server_urls, tokenizer=tokenizer, name=source.name, served_model=options.server_model,
             concurrency=options.server_concurrency, timeout_s=options.server_timeout, retries=options.server_retries,
-            batch_size=options.batch_size, cache=self._score_cache(), progress=self.progress_sink,
+            batch_size=self.batch_size_for("multiple_choice"), cache=self._score_cache(), progress=self.progress_sink,
             scorer_kwargs=source.scorer_kwargs,
         )
 
@@ -150,7 +156,7 @@ class BenchRunner:
                 f"--model-args {unsupported[0]} applies to causal LMs only; '{loaded.name}' is scored as a masked LM"
             )
         return MaskedLMScorer(
-            loaded.model, loaded.tokenizer, batch_size=self.options.batch_size,
+            loaded.model, loaded.tokenizer, batch_size=self.batch_size_for("multiple_choice"),
             cache=self._score_cache(), fingerprint=loaded.fingerprint, progress=self.progress_sink, name=loaded.name,
             **loaded.scorer_kwargs,
         )

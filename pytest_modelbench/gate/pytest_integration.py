@@ -328,6 +328,7 @@ class GateSession:
         prepared = evaluation.prepared
         dtype = backend.dtype
         requested = str(options.dtype)
+        batch_size = runner.batch_size_for(prepared.config.output_type)
         return Provenance(
             model=str(backend.name or options.model),
             model_fingerprint=str(backend.fingerprint),
@@ -335,9 +336,9 @@ class GateSession:
             data_fingerprint=prepared.data_fingerprint,
             limit=prepared.limit,
             num_fewshot=int(prepared.num_fewshot),
-            scoring_protocol=scoring_protocol(evaluation, backend, options.batch_size),
+            scoring_protocol=scoring_protocol(evaluation, backend, batch_size),
             dtype=(dtype or requested) if requested in ("auto", dtype) or not dtype else f"{requested} ({dtype})",
-            batch_size=options.batch_size,
+            batch_size=batch_size,
             device=backend.device,
             packages=_package_versions(),
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -27,6 +27,12 @@ class BackendInfo:
     scorer_kwargs: dict[str, Any] = field(default_factory=dict)  # --model-args the scorer itself consumes
 
 
+def unset_batch_size(padding_changes_results: bool) -> int | str:
+    """The batch size when none is given: lm-eval's 1 where padding a batch can change the result (generation, and
+    lm-eval's own procedure, --plain-scoring), else 'auto' (sized from free memory)."""
+    return 1 if padding_changes_results else "auto"
+
+
 def output_type_unsupported(output_type: str, backend: str) -> ModelLoadError:
     """The error of a backend that cannot run tasks of this output type yet."""
     return ModelLoadError(f"{output_type} tasks are not supported by the {backend} backend yet; run them on a local "

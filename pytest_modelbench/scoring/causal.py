@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from pytest_modelbench.errors import RequestError
-from pytest_modelbench.scoring.backend import BackendInfo, RequestBackend
+from pytest_modelbench.scoring.backend import BackendInfo, RequestBackend, unset_batch_size
 from pytest_modelbench.scoring.placement import compute_devices, input_device, placement_description, placement_label
 
 DEFAULT_MAX_LENGTH = 2048
@@ -105,7 +105,7 @@ class CausalLMScorer(RequestBackend):
     A backend (scoring/backend.py); `name` is what --model called the model.
     """
 
-    def __init__(self, model, tokenizer, *, batch_size: int | str = 1,
+    def __init__(self, model, tokenizer, *, batch_size: int | str | None = 1,
                  prefix_token_id: int | None = None, add_bos_token: bool | None = None, max_length: int | None = None,
                  fast: bool = False, cache=None, fingerprint: str | None = None,
                  progress: Callable[[str], None] | None = None, name: str = ""):
@@ -142,7 +142,8 @@ class CausalLMScorer(RequestBackend):
         limit = context_limit(self.max_length, settings)
         encoded = [self.encoder.encode(doc.context) for doc in prepared.documents]
         contexts = [ids[-limit:] for ids in encoded]
-        batch_size = self._resolve_batch_size(max(len(context) for context in contexts) + settings.max_gen_toks)
+        batch_size = self._resolve_batch_size(max(len(context) for context in contexts) + settings.max_gen_toks,
+                                              padding_changes_results=True)
         batches = batch_plan([len(ids) for ids in encoded], [doc.context for doc in prepared.documents], batch_size)
         namespace = self._generation_namespace(settings, batch_size)
         keys = None if namespace is None else generation_keys(namespace, contexts, batches, settings.sampling)
@@ -217,11 +218,11 @@ class CausalLMScorer(RequestBackend):
 
             runner.stats = FastStats()
             longest = max(len(rows[i][0]) for i in fast)
-            auto = self.batch_size == "auto"
+            chosen = self._chosen_batch_size(padding_changes_results=False)
             runner.score(
                 [rows[i][0] for i in fast], [rows[i][1] for i in fast],
                 batch_size=self._resolve_batch_size,
-                token_budget=None if auto else int(self.batch_size) * longest,
+                token_budget=None if chosen == "auto" else chosen * longest,
                 on_done=lambda local, values: relay(fast, local, values),
             )
             self.last_stats = runner.stats
@@ -233,7 +234,8 @@ class CausalLMScorer(RequestBackend):
 
     def _score_plain(self, rows, subset: list[int], on_done=None) -> list[float]:
         order = sorted(range(len(subset)), key=lambda k: (-len(rows[subset[k]][0]), rows[subset[k]][0]))
-        batch_size = self._resolve_batch_size(max((len(rows[i][0]) for i in subset), default=1))
+        batch_size = self._resolve_batch_size(max((len(rows[i][0]) for i in subset), default=1),
+                                              padding_changes_results=not self.fast)
         results = [0.0] * len(subset)
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
@@ -271,10 +273,12 @@ class CausalLMScorer(RequestBackend):
             values.append(float(logprobs.gather(-1, target).sum()))
         return values
 
-    def _resolve_batch_size(self, longest: int) -> int:
-        if self.batch_size != "auto":
-            return int(self.batch_size)
-        return auto_batch_size(self.model, longest)
+    def _chosen_batch_size(self, padding_changes_results: bool) -> int | str:
+        return unset_batch_size(padding_changes_results) if self.batch_size is None else self.batch_size
+
+    def _resolve_batch_size(self, longest: int, padding_changes_results: bool = False) -> int:
+        chosen = self._chosen_batch_size(padding_changes_results)
+        return auto_batch_size(self.model, longest) if chosen == "auto" else int(chosen)
 
     # --- the fast path: chosen once per scorer, after a numerical check against the plain path ----------------------
 

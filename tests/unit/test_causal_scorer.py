@@ -75,3 +75,19 @@ def test_left_truncation_keeps_the_last_tokens(tiny_loaded):
     full = list(encoded.context + encoded.continuation)[-9:]
     expected = direct_loglikelihood(tiny_loaded.model, full[: -len(encoded.continuation)], encoded.continuation)
     assert scorer.loglikelihood([(ctx, cont)])[0] == pytest.approx(expected, abs=1e-4)
+
+
+def test_an_unset_batch_size_is_auto_except_where_padding_can_change_results(tiny_loaded):
+    from pytest_modelbench.runner import BenchRunner, RunOptions
+    from pytest_modelbench.scoring.causal import auto_batch_size
+
+    fast = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, batch_size=None, fast=True)
+    assert fast._resolve_batch_size(12) == auto_batch_size(tiny_loaded.model, 12) > 1
+    assert fast._resolve_batch_size(12, padding_changes_results=True) == 1  # generation: lm-eval's batch size
+    plain = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, batch_size=None)
+    assert plain.loglikelihood(REQUESTS) == CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer).loglikelihood(REQUESTS)
+    # What the gate records for each task: the same rule.
+    assert BenchRunner(RunOptions()).batch_size_for("multiple_choice") == "auto"
+    assert BenchRunner(RunOptions()).batch_size_for("generate_until") == 1
+    assert BenchRunner(RunOptions(shared_prefixes=False)).batch_size_for("multiple_choice") == 1
+    assert BenchRunner(RunOptions(batch_size=4)).batch_size_for("generate_until") == 4
