@@ -1,6 +1,6 @@
 """Time to a verdict: the main job (suites/bias, packaged default model, empty score cache) under several settings.
 
-    python benchmarks/main_job_time.py --data-dir .modelbench-data [--configs "1x1;8x1;auto x2"] [--keep DIR]
+    python benchmarks/main_job_time.py --data-dir .modelbench-data [--configs "1x1;autox1;8x2"] [--keep DIR]
 
 Each configuration is `BATCHxWORKERS` (`--batch-size` and pytest-xdist workers, one torch thread per worker when
 there are several, as scripts/test.sh runs them). Each runs the main job's pytest command in a fresh process with a
@@ -59,7 +59,7 @@ def category_scores(results: dict) -> dict[tuple[str, str, str], float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--configs", default="autox1;1x1",
+    parser.add_argument("--configs", default="1x1;autox1",
                         help="semicolon-separated BATCHxWORKERS, run in this order")
     parser.add_argument("--reference", default="1x1", help="the configuration the others are compared with")
     parser.add_argument("--keep", help="keep caches and results JSON here (default: a temporary folder)")
