@@ -49,6 +49,12 @@ class WriteBack:
             self.put(self.pending)
             self.pending = []
 
+    def __enter__(self) -> "WriteBack":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
 
 def score_with_cache(n: int, keys: Sequence[bytes] | None, cache, progress: ScoringProgress,
                      compute: Compute) -> list[float]:
@@ -71,11 +77,9 @@ def score_with_cache(n: int, keys: Sequence[bytes] | None, cache, progress: Scor
             writes.add([(keys[i], value) for i, value in zip(indices, values) if math.isfinite(value)])
         progress.requests_done(indices)
 
-    try:
+    with writes:
         if todo:
             compute(todo, on_done)
-    finally:
-        writes.close()
     progress.finish()
     return results  # type: ignore[return-value]
 

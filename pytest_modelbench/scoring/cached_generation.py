@@ -59,10 +59,8 @@ def generate_with_cache(batches: Sequence[Sequence[int]], keys: Sequence[bytes] 
             writes.add([(keys[i], text) for i, text in zip(indices, texts)])
         progress.requests_done(indices)
 
-    try:
+    with writes:
         if todo:
             generate(todo, on_done)
-    finally:
-        writes.close()
     progress.finish()
     return [answers[i] for i in range(sum(len(batch) for batch in batches))]
