@@ -155,21 +155,28 @@ class CausalLMScorer(RequestBackend):
         return generate_with_cache(batches, keys, self.cache, progress, generate, whole=settings.sampling)
 
     def rolling_loglikelihood_task(self, prepared) -> list[float]:
-        """Each document's text log-likelihood, summed over lm-eval's rolling windows (scoring/rolling.py). Not
-        cached: the cache is keyed by (context, continuation) strings, and windows are token spans."""
+        """Each document's text log-likelihood, summed over lm-eval's rolling windows (scoring/rolling.py). The
+        score cache keys each window by its token ids."""
+        from pytest_modelbench.scoring.cached import score_with_cache
         from pytest_modelbench.scoring.progress import ScoringProgress
         from pytest_modelbench.scoring.rolling import rolling_windows
+        from pytest_modelbench.scoring.score_cache import token_request_key
 
         per_document = [rolling_windows(self.encoder.encode(doc.gold), self.encoder.prefix_token_id, self.max_length)
                         for doc in prepared.documents]
-        progress = ScoringProgress(self.progress, prepared.config.task, [len(windows) for windows in per_document])
-        values = self.score_encoded([window for windows in per_document for window in windows],
-                                    on_done=lambda indices, _: progress.requests_done(indices))
-        progress.finish()
+        windows = [window for document_windows in per_document for window in document_windows]
+        namespace = self._cache_namespace()
+        keys = None if namespace is None else [token_request_key(namespace, w.context, w.continuation) for w in windows]
+        progress = ScoringProgress(self.progress, prepared.config.task, [len(ws) for ws in per_document])
+
+        def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
+            self.score_encoded([windows[i] for i in todo], on_done=on_done)
+
+        values = score_with_cache(len(windows), keys, self.cache, progress, compute)
         totals, start = [], 0
-        for windows in per_document:
-            totals.append(sum(values[start:start + len(windows)]))
-            start += len(windows)
+        for document_windows in per_document:
+            totals.append(sum(values[start:start + len(document_windows)]))
+            start += len(document_windows)
         return totals
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,

@@ -209,6 +209,15 @@ def request_key(namespace: str, context: str, continuation: str) -> bytes:
     return digest.digest()
 
 
+def token_request_key(namespace: str, context: Sequence[int], continuation: Sequence[int]) -> bytes:
+    """The key of a request given as token ids (a rolling window); JSON lists of ids never equal request_key's
+    JSON strings, so the two kinds of key cannot collide."""
+    digest = hashlib.sha256(namespace.encode())
+    digest.update(b"\x00")
+    digest.update(json.dumps([list(context), list(continuation)]).encode())
+    return digest.digest()
+
+
 def scoring_namespace(protocol: str = PROTOCOL_VERSION, **settings: Any) -> str:
     return json.dumps({"protocol": protocol, **settings}, sort_keys=True, default=str)
 

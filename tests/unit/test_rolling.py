@@ -74,6 +74,28 @@ def test_document_values_and_perplexities(tiny_loaded, tmp_path):
     assert overall["bits_per_byte"].value == pytest.approx(-total / n_bytes / math.log(2), rel=1e-4)
 
 
+def test_a_re_run_takes_every_window_from_the_score_cache(tiny_loaded, tmp_path, monkeypatch):
+    from pytest_modelbench.scoring.score_cache import ScoreCache
+
+    prepared = prepare_task(write_rolling_task(tmp_path))
+    uncached = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, max_length=8).rolling_loglikelihood_task(prepared)
+
+    def cached_scorer(max_length: int) -> CausalLMScorer:
+        return CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, max_length=max_length,
+                              cache=ScoreCache(tmp_path / "scores.sqlite"), fingerprint="files:tiny")
+
+    assert cached_scorer(8).rolling_loglikelihood_task(prepared) == uncached
+    warm = cached_scorer(8)
+    monkeypatch.setattr(warm, "score_encoded", lambda *args, **kwargs: pytest.fail("a cached window was scored"))
+    assert warm.rolling_loglikelihood_task(prepared) == uncached
+    # Another max_length cuts other windows, which are scored rather than confused with the cached ones.
+    scored = []
+    other = cached_scorer(6)
+    original = other.score_encoded
+    monkeypatch.setattr(other, "score_encoded", lambda windows, **kwargs: scored.extend(windows) or original(windows, **kwargs))
+    assert other.rolling_loglikelihood_task(prepared) != uncached and scored
+
+
 def test_rolling_metric_lists_are_checked(tmp_path):
     with pytest.raises(TaskConfigError, match="unknown metric 'acc' in metric_list for a loglikelihood_rolling task"):
         from pytest_modelbench.metrics.registry import resolve_metrics
