@@ -41,7 +41,9 @@ def baselines(root: Path) -> Path:
 
 def start_pytest(root: Path, model: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "pytest", f"--model={model}", "-p", "no:cacheprovider", "-v", *args]
+    # Batch size 1 (one prompt per server request): the run lasts long enough to be interrupted in the middle of a task.
+    command = [sys.executable, "-m", "pytest", f"--model={model}", "--batch-size=1", "-p", "no:cacheprovider", "-v",
+               *args]
     return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
