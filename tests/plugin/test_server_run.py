@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from pytest_modelbench.scoring.server.identity import PROBE_TEXTS
 from tests.fixtures.gate_tasks import pool_documents, write_task
 from tests.fixtures.server_process import start_server
-from tests.plugin.test_faults import cache_rows, start_pytest, wait_for
+from tests.plugin.test_faults import cache_rows, scores_cached_yet, start_pytest, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 REQUESTS = 800  # the killed run's task: 400 two-choice documents
@@ -99,14 +98,6 @@ def test_a_killed_server_fails_the_item_writes_no_baseline_and_the_rerun_reuses_
     assert rerun.returncode == 0, rerun_output
     assert any((pytester.path / "baselines").rglob("served_probe.json"))
     assert scored_after_restart == REQUESTS - cached + len(PROBE_TEXTS)  # only what the cache did not have
-
-
-def scores_cached_yet(root: Path) -> bool:
-    """Whether the running pytest has written scores to its cache (which it creates, then fills, as we look)."""
-    try:
-        return (root / "cache" / "scores.sqlite").exists() and cache_rows(root) > 0
-    except sqlite3.OperationalError:  # created, its table not yet
-        return False
 
 
 def test_two_xdist_workers_share_one_server(pytester, tiny_model, monkeypatch):
