@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ def parse_config(text: str) -> tuple[str, int]:
 
 def run_main_job(batch: str, workers: int, data_dir: str, scratch: Path) -> tuple[float, dict, int]:
     cache = scratch / f"cache-{batch}x{workers}"
+    shutil.rmtree(cache, ignore_errors=True)  # empty, also when --keep names a folder of an earlier run
     results = scratch / f"results-{batch}x{workers}.json"
     env = dict(os.environ, MODELBENCH_CACHE_DIR=str(cache))
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--model=smollm2-135m",

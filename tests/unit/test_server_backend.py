@@ -74,7 +74,7 @@ def test_requests_longer_than_the_server_window_keep_their_last_tokens(tiny_load
 
 
 def test_work_moves_off_a_dead_server_and_spreads_over_live_ones(tiny_loaded, tiny_model, healthy):
-    second = start_server(tiny_model, "org/ckpt")
+    second = start_server(tiny_model, "replica/ckpt")  # the same checkpoint, served under another name
     try:
         scorer = backend(tiny_loaded.tokenizer, healthy.url, second.url, concurrency=4)
         before = [healthy.stats()["prompts"], second.stats()["prompts"]]
@@ -167,7 +167,7 @@ def test_another_checkpoint_behind_the_same_url_and_name_reuses_no_cached_score(
 def test_servers_of_one_run_must_serve_the_same_weights(tiny_loaded, tiny_other_model, healthy):
     other = start_server(tiny_other_model, "org/ckpt")
     try:
-        with pytest.raises(ServerError, match=r"both serve 'org/ckpt' but score the identity probe differently"):
+        with pytest.raises(ServerError, match=r"\('org/ckpt'\) score the identity probe differently"):
             backend(tiny_loaded.tokenizer, healthy.url, other.url)
     finally:
         other.kill()

@@ -38,11 +38,13 @@ class _Batch:
 
 
 class ServerPool:
-    def __init__(self, servers: Sequence[CompletionsServer], model: str, *, concurrency: int, retries: int):
+    def __init__(self, servers: Sequence[CompletionsServer], models: Sequence[str], *, concurrency: int,
+                 retries: int):
+        """`models`: the name each server serves the checkpoint under, in the order of `servers`."""
         if not servers:
             raise ValueError("a server pool needs at least one server")
         self.servers = list(servers)
-        self.model = model
+        self.models = list(models)
         self.concurrency = max(concurrency, len(self.servers))
         self.retries = retries
 
@@ -96,7 +98,7 @@ class ServerPool:
                     continue  # answered already (a straggler's other copy)
                 began = time.monotonic()
                 try:
-                    values = server.prompt_logprobs(self.model, batch.prompts)
+                    values = server.prompt_logprobs(self.models[server_index], batch.prompts)
                 except ServerUnavailable as exc:
                     failures += 1
                     batch.failures += 1

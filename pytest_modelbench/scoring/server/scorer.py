@@ -97,16 +97,17 @@ def connect(urls: Sequence[str], *, tokenizer, name: str, served_model: str | No
     if "max_length" in settings:
         prompt_limit = min(prompt_limit, settings["max_length"] + 1)
 
-    probed = [_probe(server, model, encoder, retries) for server in servers]
+    names = [s.id for s in served]  # each server's own name for the checkpoint
+    probed = [_probe(server, served_name, encoder, retries) for server, served_name in zip(servers, names)]
     probes = [values for values, _ in probed]
     if batch_size != 1 and not all(several for _, several in probed):
         warnings.warn(f"pytest-modelbench: a scoring server refused several prompts in one request; sending one "
                       f"prompt per request (--batch-size {batch_size} ignored)", stacklevel=2)
         batch_size = 1
-    for server, probe in zip(servers[1:], probes[1:]):
+    for server, served_name, probe in zip(servers[1:], names[1:], probes[1:]):
         if not identity.same_weights(probes[0], probe):
-            raise ServerError(f"servers {servers[0]} and {server} both serve '{model}' but score the identity probe "
-                              "differently: they serve different weights; give servers of one checkpoint")
+            raise ServerError(f"servers {servers[0]} ('{model}') and {server} ('{served_name}') score the identity "
+                              "probe differently: they serve different weights; give servers of one checkpoint")
     from pytest_modelbench.scoring.score_cache import scoring_namespace, tokenizer_fingerprint
 
     tokenizer_id = tokenizer_fingerprint(tokenizer)
@@ -121,7 +122,7 @@ def connect(urls: Sequence[str], *, tokenizer, name: str, served_model: str | No
         model=fingerprint, tokenizer=tokenizer_id, prompt_limit=prompt_limit,
         prefix_token_id=encoder.prefix_token_id, add_bos_token=encoder.add_bos_token, path="server",
     ) if enabled else None
-    pool = ServerPool(servers, model, concurrency=concurrency, retries=retries)
+    pool = ServerPool(servers, names, concurrency=concurrency, retries=retries)
     return ServerScorer(pool, encoder, prompt_limit=prompt_limit, info=info, namespace=namespace,
                         batch_size=batch_size, cache=cache, progress=progress)
 
