@@ -47,20 +47,18 @@ def plan_work(task: str, inputs: list[tuple[int, ...]], continuations: list[tupl
                     len(plan.prefix) + sum(len(row) for row in plan.rows), len(scored))
 
 
-def suite_work(suite: Path, data_dir: Path, tokenizer) -> list[PlanWork]:
-    from pytest_modelbench.scoring.causal import CausalTokenizer
+def suite_work(suite: Path, data_dir: Path, scorer) -> list[PlanWork]:
+    """The plans' work for each task of the suite, from the requests as `scorer` (a CausalLMScorer) encodes them."""
     from pytest_modelbench.tasks.config import is_task_file, load_task_config
     from pytest_modelbench.tasks.task import prepare_task
 
-    encoder = CausalTokenizer(tokenizer)
     work = []
     for path in sorted(p for p in suite.glob("*.yaml") if is_task_file(p)):
         config = load_task_config(path)
         prepared = prepare_task(config, data_dir=data_dir)
         requests = [(doc.context, cont) for doc in prepared.documents for cont in doc.continuations]
-        encoded = encoder.encode_pairs(requests)
-        inputs = [(r.context + r.continuation)[:-1] for r in encoded]
-        work.append(plan_work(config.task, inputs, [r.continuation for r in encoded]))
+        rows = [scorer._model_input(r) for r in scorer.encoder.encode_pairs(requests)]
+        work.append(plan_work(config.task, [inp for inp, _ in rows], [cont for _, cont in rows]))
     return work
 
 
@@ -92,6 +90,7 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's own choice)")
     args = parser.parse_args()
+    from pytest_modelbench.scoring.causal import CausalLMScorer
     from pytest_modelbench.scoring.loading import load_model, resolve_model_source
 
     if args.threads:
@@ -99,11 +98,10 @@ def main() -> None:
 
     loaded = load_model(resolve_model_source(args.model), dtype="float32")
     body, head = linear_shapes(loaded.model)
-    tokenizer = loaded.tokenizer
+    work = suite_work(args.suite, args.data_dir, CausalLMScorer(loaded.model, loaded.tokenizer))
     del loaded  # the products are timed with only their own operands in memory
     body_macs, head_macs = sum(o * i for o, i in body), head[0] * head[1]
     body_s, head_s = seconds_per_token(body), seconds_per_token([head])
-    work = suite_work(args.suite, args.data_dir, tokenizer)
 
     print(f"model {args.model}: {body_macs / 1e6:.1f}M MAC per token in the body, {head_macs / 1e6:.1f}M in the "
           f"output embedding; {torch.get_num_threads()} torch threads; products at "
