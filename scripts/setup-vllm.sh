@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${1:-.venv-vllm}"
 model_dir="${2:-.vllm-model}"
+source scripts/venv-dir.sh
+prepare_venv_dir "$venv"
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import vllm" 2>/dev/null; then
     python3 -m venv "$venv"
     pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${1:-.venv}"
+source scripts/venv-dir.sh
+prepare_venv_dir "$venv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 # torch first and pinned: 2.13.0 is a CPU build; anything unpinned would pull a multi-GB CUDA build.
