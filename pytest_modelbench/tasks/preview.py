@@ -7,6 +7,7 @@ target delimiter (usually a leading space) and any stray whitespace are visible.
 
 from __future__ import annotations
 
+from pytest_modelbench.metrics.bias import choice_roles
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
 
@@ -20,12 +21,14 @@ def preview_lines(prepared: PreparedTask) -> list[str]:
         f"{config.task} ({config.source.name}): split '{config.eval_split}', {prepared.num_fewshot}-shot, "
         f"first {shown} document{'s' if shown != 1 else ''}"
     ]
+    roles = choice_roles([spec.name for spec in config.metric_list])
     for doc in prepared.documents:
-        lines += document_lines(doc)
+        lines += document_lines(doc, roles)
     return lines
 
 
-def document_lines(doc: DocumentRequests) -> list[str]:
+def document_lines(doc: DocumentRequests, roles: tuple[str, ...] | None = None) -> list[str]:
+    """A document as text; with `roles` (a bias task's choices) each continuation is marked by its role, not gold."""
     category = f", category {doc.category}" if doc.category is not None else ""
     if not doc.context and not doc.continuations:  # loglikelihood_rolling: the text alone is scored
         return [f"  document {doc.doc_id}{category}", f"    text: {doc.gold!r}"]
@@ -40,6 +43,9 @@ def document_lines(doc: DocumentRequests) -> list[str]:
     lines.append("    continuations:")
     golds = set(doc.gold) if isinstance(doc.gold, tuple) else {doc.gold}
     for i, continuation in enumerate(doc.continuations):
-        mark = "  <- gold" if i in golds else ""
+        if roles is not None:
+            mark = f"  <- {roles[i]}" if i < len(roles) else ""
+        else:
+            mark = "  <- gold" if i in golds else ""
         lines.append(f"      {i}: {continuation!r}{mark}")
     return lines

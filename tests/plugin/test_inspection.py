@@ -67,9 +67,11 @@ def test_preview_of_every_shipped_suite_needs_no_model(pytester, data_mirror, sh
         "crows_pairs_english (*",
         f"  document 0, category {crows['bias_type']}",
         "      (empty: each continuation is scored on its own)",
-        f"      0: {crows['sent_more']!r}  <- gold",
-        f"      1: {crows['sent_less']!r}",
+        f"      0: {crows['sent_more']!r}  <- more stereotypical",
+        f"      1: {crows['sent_less']!r}  <- less stereotypical",
     ])
+    result.stdout.fnmatch_lines(["stereoset_intrasentence (*", "*0: *  <- stereotype", "*1: *  <- anti-stereotype",
+                                 "*2: *  <- unrelated"])
 
 
 def test_list_and_preview_name_each_task_that_cannot_render(pytester):

@@ -29,6 +29,13 @@ def test_document_lines_show_context_lines_verbatim_and_every_gold():
     ]
 
 
+def test_bias_choices_are_marked_by_their_role_not_as_gold():
+    doc = DocumentRequests(doc_id=0, context="", choices=("He cried.", "She cried."),
+                           continuations=("He cried.", "She cried."), gold=0, category="gender", doc={})
+    lines = document_lines(doc, ("more stereotypical", "less stereotypical"))
+    assert lines[-2:] == ["      0: 'He cried.'  <- more stereotypical", "      1: 'She cried.'  <- less stereotypical"]
+
+
 def test_fewshot_setting_follows_lm_evals_override_rule():
     pinned = TaskConfig(task="t", source=Path("t.yaml"), num_fewshot=0, test_split="test", training_split="train")
     unset = TaskConfig(task="t", source=Path("t.yaml"), test_split="test", training_split="train")
