@@ -4,8 +4,8 @@ plugin.py makes three calls: `add_options` (pytest_addoption), `configure` (pyte
 `GateSession`, which holds the session hooks) and `check_item` (TaskItem.runtest, after the evaluation).
 
 Error control: `GateSession` counts the task items collected (`pytest_collection_finish`) and every item is gated at
---gate-alpha / that count (--gate-error-control=session, the default) or at --gate-alpha (=task); see
-docs/baseline-gate.md, "Error rates". Margins are resolved per metric by `GateSession.tolerance`.
+its alpha (--gate-alpha, else its YAML's) / that count (--gate-error-control=session, the default) or at its alpha
+(=task); see docs/baseline-gate.md, "Error rates". Margins are resolved per metric by `gate/settings.py`.
 
 Outcome of a task item (the gate is active, see `GateSession.active`):
   PASS, IMPROVED, INCONCLUSIVE entries   → the item passes; improvements and inconclusive entries (with their
@@ -47,6 +47,7 @@ from pytest_modelbench.gate.baseline import (
 from pytest_modelbench.gate.baseline_ref import BaselineRef
 from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.html_report import html_page
+from pytest_modelbench.gate.settings import DEFAULT_TOLERANCE, resolve_tolerance
 from pytest_modelbench.gate.report import (
     STATUS_CREATED,
     STATUS_INVALID,
@@ -60,8 +61,6 @@ from pytest_modelbench.gate.report import (
     properties,
     terminal_lines,
 )
-from pytest_modelbench.metrics.generative import base_metric_name
-from pytest_modelbench.metrics.registry import Margin, resolve_metrics
 from pytest_modelbench.gate.syrupy_extension import (
     BaselineExtension,
     BaselineSite,
@@ -72,9 +71,7 @@ from pytest_modelbench.gate.syrupy_extension import (
 
 DEFAULT_BASELINE_NAME = "default"
 DEFAULT_BASELINES_DIR = "baselines"
-DEFAULT_TOLERANCE = Tolerance(absolute_margin=0.01, relative_margin=0.0, alpha=0.05)
 ERROR_CONTROL = ("session", "task")  # --gate-error-control: whose false-block rate alpha bounds
-_MARGIN_KEYS = {"absolute_margin": "absolute", "relative_margin": "relative"}
 CAUSAL_PROTOCOL = "causal-lm loglikelihood, lm-eval 0.4.13 request rules"
 MASKED_PROTOCOL = "masked-lm pseudo-log-likelihood"
 GENERATION_PROTOCOL = "causal-lm greedy generation, lm-eval 0.4.13 generate_until rules"
@@ -99,11 +96,12 @@ def add_options(parser: pytest.Parser, group: Any) -> None:
         help=f"folder holding <baseline-name>/<suite>/<task>.json (also ini modelbench_baselines_dir; default: {DEFAULT_BASELINES_DIR})",
     )
     group.addoption("--gate-margin", type=float, default=None,
-                    help="absolute non-inferiority margin of every metric (overrides the YAML and the metrics' own "
-                    "margins)")
+                    help="absolute non-inferiority margin of every metric: replaces every margin of the YAML and "
+                    "of the metrics, relative ones too (0 tests against no change; with --gate-relative-margin "
+                    "the larger of the two)")
     group.addoption("--gate-relative-margin", type=float, default=None,
-                    help="relative margin of every metric, a fraction of the baseline value (overrides the YAML and "
-                    "the metrics' own margins)")
+                    help="relative margin of every metric, a fraction of the baseline value: replaces every margin "
+                    "of the YAML and of the metrics, absolute ones too (with --gate-margin the larger of the two)")
     group.addoption("--gate-alpha", type=float, default=None,
                     help="largest false-block rate when nothing regressed past its margin (overrides the YAML; "
                     f"default {DEFAULT_TOLERANCE.alpha})")
@@ -292,35 +290,8 @@ class GateSession:
     # ------------------------------------------------------------------ one item
 
     def tolerance(self, task_config: Any) -> Tolerance:
-        """The task's gate settings. Each margin key, most specific source first: the command line, the YAML's
-        `modelbench.gate.metrics.<metric>`, the YAML's `modelbench.gate`, the metric's own margin (registry)."""
-        yaml_gate = task_config.gate
-        task_wide = {key: self._setting(key, getattr(yaml_gate, key))
-                     for key in ("absolute_margin", "relative_margin", "alpha")}
-        metric_margins = {}
-        for metric in resolve_metrics(task_config):  # it ran at collection, so it does not raise here
-            own = metric.margin
-            yaml_metric = yaml_gate.metrics.get(base_metric_name(metric.name), {})
-            metric_margins[metric.name] = Margin(**{
-                field_name: _first(
-                    self._setting(key, yaml_metric.get(key)),
-                    task_wide[key], getattr(own, field_name),
-                )
-                for key, field_name in _MARGIN_KEYS.items()
-            })
-        return Tolerance(
-            absolute_margin=_first(task_wide["absolute_margin"], DEFAULT_TOLERANCE.absolute_margin),
-            relative_margin=_first(task_wide["relative_margin"], DEFAULT_TOLERANCE.relative_margin),
-            alpha=_first(task_wide["alpha"], DEFAULT_TOLERANCE.alpha),
-            tasks=self.gated_tasks if self.error_control == "session" else 1,
-            metric_margins=metric_margins,
-        )
-
-    def _setting(self, key: str, yaml_value: Any) -> float | None:
-        """The command line's value of a gate key, else the YAML's (checked when the task was loaded), else None."""
-        if key in self.overrides:
-            return self.overrides[key]
-        return None if yaml_value is None else float(yaml_value)
+        """The task's gate settings (gate/settings.py)."""
+        return resolve_tolerance(task_config, self.overrides, self.gated_tasks if self.error_control == "session" else 1)
 
     def provenance(self, evaluation: Any, runner: Any) -> Provenance:
         backend = runner.backend().describe()
@@ -555,10 +526,6 @@ class GateSession:
 
 
 GATE_KEY = pytest.StashKey[GateSession]()
-
-
-def _first(*values: float | None) -> float:
-    return next(v for v in values if v is not None)
 
 
 def _first_clause(problem: str | None) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from pytest_modelbench.gate.compare import Entry, TaskComparison
 from pytest_modelbench.gate.statistics import Verdict
@@ -129,8 +129,8 @@ class GateResult:
     entries: list[dict[str, Any]] = field(default_factory=list)
     nodeid: str = ""
     failed: bool = False
-    alpha: float | None = None  # the false-block rate shared by `tasks` gated tasks, when compared
-    tasks: int = 1
+    alpha: float | None = None  # the task's alpha (--gate-alpha, else its YAML's), when compared
+    tasks: int = 1  # gated tasks sharing the session's false-block rate (1 under --gate-error-control=task)
     baseline_provenance: dict[str, Any] | None = None  # the stored baseline's, when it could be read
     candidate_provenance: dict[str, Any] | None = None  # this run's, when the gate was on
     baseline_ref: str | None = None  # --baseline-ref: the git ref the baseline was read from
@@ -171,12 +171,17 @@ class GateResult:
         """One word for tables: the verdict when compared, else the status."""
         return self.verdict if self.status == STATUS_COMPARED else self.status
 
+    @property
+    def level(self) -> float | None:
+        """The false-block rate this task was tested at (alpha / tasks), when compared: its share of the run's bound."""
+        return None if self.alpha is None else self.alpha / self.tasks
+
     def as_json(self) -> dict[str, Any]:
         """The task's outcome in --results-json (schema: pytest_modelbench/schemas/results.schema.json)."""
         return {
             "status": self.outcome, "note": self.note, "baseline": self.baseline, "baseline_name": self.baseline_name,
             "baseline_provenance": self.baseline_provenance, "n_documents": self.n_documents, "alpha": self.alpha,
-            "gated_tasks": self.tasks, "entries": self.entries, "baseline_ref": self.baseline_ref,
+            "gated_tasks": self.tasks, "level": self.level, "entries": self.entries, "baseline_ref": self.baseline_ref,
             "working_tree_differs": self.working_tree_differs,
         }
 
@@ -236,18 +241,43 @@ def _detail(result: GateResult) -> str:
     return "; ".join(parts)
 
 
+def false_block_bound(results: Sequence[GateResult]) -> float | None:
+    """The run's false-block bound when nothing regressed past its margin: the sum of the compared tasks' levels
+    (Bonferroni: it holds whatever alpha each task was given and whatever the dependence between tasks); None when
+    no task was compared."""
+    levels = [r.level for r in results if r.level is not None]
+    return min(1.0, sum(levels)) if levels else None
+
+
+def _levels_text(compared: Sequence[GateResult], rate: Callable[[GateResult], float]) -> str:
+    """`rate` of each task, the most common one 'per task' and the others by task: '0.0125 per task, 0.125 for x'."""
+    by_value: dict[float, list[str]] = {}
+    for result in compared:
+        by_value.setdefault(rate(result), []).append(result.task)
+    common = max(by_value, key=lambda value: len(by_value[value]))
+    others = [
+        f"{value:.3g} for {', '.join(sorted(tasks))}" for value, tasks in sorted(by_value.items()) if value != common
+    ]
+    return ", ".join([f"{common:.3g} per task", *others])
+
+
 def error_rate_line(results: Sequence[GateResult]) -> str | None:
-    """What the gate's blocks are worth: the false-block rate and how it is shared."""
+    """What the gate's blocks are worth: the false-block bound of the run and how it is shared."""
     compared = [r for r in results if r.alpha is not None]
-    if not compared:
+    bound = false_block_bound(compared)
+    if bound is None:
         return None
-    alpha, tasks = compared[0].alpha, compared[0].tasks
-    if tasks == 1 and len(results) > 1:
-        return f"false blocks: at most {alpha:g} per task when nothing regressed past its margin (--gate-error-control=task)"
+    if all(r.tasks == 1 for r in compared) and len(results) > 1:
+        return (
+            f"false blocks: at most {_levels_text(compared, lambda r: r.alpha)} when nothing regressed past its "
+            f"margin (--gate-error-control=task); up to {bound:.4g} for the {len(compared)} compared task(s) together"
+        )
+    gated = max(r.tasks for r in compared)
+    tasks = f"{gated} gated task(s)" if len(compared) == gated else f"{len(compared)} compared of {gated} gated tasks"
     return (
-        f"false blocks: at most {alpha:g} for the {tasks} gated task(s) together when nothing regressed past its "
-        f"margin ({alpha / tasks:.2g} per task); 'caught at 80%': the smallest regression of each task's overall "
-        "scores that blocks with 80% probability"
+        f"false blocks: at most {bound:.4g} for the {tasks} together when nothing regressed past its margin "
+        f"({_levels_text(compared, lambda r: r.level)}); 'caught at 80%': the smallest regression of each task's "
+        "overall scores that blocks with 80% probability"
     )
 
 

@@ -1,0 +1,51 @@
+"""A task's gate settings (its `Tolerance`): margins and alpha from the command line, the YAML and the metrics' own.
+
+Margins. A margin given on the command line (--gate-margin, --gate-relative-margin, or both) replaces the margin of
+every metric of every task, absolute and relative alike: the options not given count as 0, so `--gate-margin=0` is a
+test against no change at all, and `--gate-margin=0.005` is a half-point margin even for a metric whose own margin is
+relative (likelihood_diff's 10%). Without one, each margin key is taken from the most specific place that sets it:
+the YAML's `modelbench.gate.metrics.<metric>`, the YAML's `modelbench.gate`, the metric's own margin (registry).
+
+Alpha. --gate-alpha, else the YAML's `modelbench.gate.alpha`, else 0.05; the task is tested at alpha / tasks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pytest_modelbench.gate.baseline import Tolerance
+from pytest_modelbench.metrics.generative import base_metric_name
+from pytest_modelbench.metrics.registry import Margin, resolve_metrics
+
+DEFAULT_TOLERANCE = Tolerance(absolute_margin=0.01, relative_margin=0.0, alpha=0.05)
+MARGIN_KEYS = {"absolute_margin": "absolute", "relative_margin": "relative"}  # gate key -> Margin field
+
+
+def resolve_tolerance(task_config: Any, overrides: Mapping[str, float], tasks: int) -> Tolerance:
+    """The task's Tolerance. `overrides`: the command line's gate keys (absolute_margin, relative_margin, alpha),
+    already checked; `tasks`: the number of gated tasks sharing the alpha (1 under per-task control)."""
+    yaml_gate = task_config.gate
+    metrics = resolve_metrics(task_config)  # it ran at collection, so it does not raise here
+    alpha = _first(overrides.get("alpha"), yaml_gate.alpha, DEFAULT_TOLERANCE.alpha)
+    if any(key in overrides for key in MARGIN_KEYS):
+        every = Margin(**{field_name: overrides.get(key, 0.0) for key, field_name in MARGIN_KEYS.items()})
+        return Tolerance(
+            absolute_margin=every.absolute, relative_margin=every.relative, alpha=alpha, tasks=tasks,
+            metric_margins={metric.name: every for metric in metrics},
+        )
+    metric_margins = {}
+    for metric in metrics:
+        yaml_metric = yaml_gate.metrics.get(base_metric_name(metric.name), {})
+        metric_margins[metric.name] = Margin(**{
+            field_name: _first(yaml_metric.get(key), getattr(yaml_gate, key), getattr(metric.margin, field_name))
+            for key, field_name in MARGIN_KEYS.items()
+        })
+    return Tolerance(
+        absolute_margin=_first(yaml_gate.absolute_margin, DEFAULT_TOLERANCE.absolute_margin),
+        relative_margin=_first(yaml_gate.relative_margin, DEFAULT_TOLERANCE.relative_margin),
+        alpha=alpha, tasks=tasks, metric_margins=metric_margins,
+    )
+
+
+def _first(*values: Any) -> float:
+    return float(next(v for v in values if v is not None))
