@@ -105,6 +105,8 @@ def test_transient_failures_are_retried(tiny_loaded, served):
     ("truncated", r"log-probabilities for a prompt of \d+ tokens \(truncated\)"),
     ("generated_only", r"generated token only.*llama\.cpp server limitation.*cannot score log-likelihoods"),
     ("wrong_echo", r"echoed token \d+ at position 1 where \d+ was sent"),
+    ("extra_token", r"log-probabilities for a prompt of \d+ tokens and 1 generated token, and no echoed token ids"),
+    ("no_usage", r"echoes no token ids .* and reports no usage\.prompt_tokens"),
 ])
 def test_a_misbehaving_server_is_a_named_error_and_nothing_is_cached(tiny_loaded, served, tmp_path, fault, message):
     cache = ScoreCache(tmp_path / "scores.sqlite")
@@ -117,6 +119,19 @@ def test_a_misbehaving_server_is_a_named_error_and_nothing_is_cached(tiny_loaded
         served.set_fault("none")
     assert served.url in str(error.value)
     assert cache.get_many([bytes(32)]) == {} and cache.writes == 0
+
+
+def test_a_server_that_echoes_token_text_is_checked_by_count_and_scores_as_the_local_path(tiny_loaded, served):
+    """No echoed ids (SGLang's form): the exact count and the server's `usage.prompt_tokens` show that the values are
+    those of the tokens sent. (The old code accepted this too; the refusals of the same form without `usage` or with
+    an extra token are in test_a_misbehaving_server_is_a_named_error_and_nothing_is_cached.)"""
+    local = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer).loglikelihood(REQUESTS)
+    served.set_fault("text_tokens")
+    try:
+        remote = backend(tiny_loaded.tokenizer, served.url, batch_size=4).loglikelihood(REQUESTS)
+    finally:
+        served.set_fault("none")
+    assert remote == pytest.approx(local, abs=1e-5)
 
 
 def test_a_server_that_is_down_from_the_start_is_named(tiny_loaded):

@@ -1,5 +1,6 @@
-"""Scoring through OpenAI-compatible `/v1/completions` servers (vLLM first; SGLang, TGI and others that echo the
-prompt's log-probabilities the same way).
+"""Scoring through OpenAI-compatible `/v1/completions` servers that echo the prompt's log-probabilities: vLLM (its
+echoed token ids are checked against those sent) and others whose answers can be checked by count (SGLang's form:
+token text with `usage.prompt_tokens`); see client.py.
 
 - client.py: one server, one request: retries, timeouts, and the checks every response must pass.
 - pool.py: several servers, a bounded number of requests in flight, work moving off a server that fails.

@@ -1,10 +1,17 @@
 """One OpenAI-compatible server: `GET /v1/models` and prompt log-probabilities from `POST /v1/completions`.
 
-Prompts go as token ids with `echo: true, logprobs: 0, max_tokens: 1`, several per request; vLLM's
-`return_tokens_as_token_ids` makes it echo ids, which are checked against those sent. Every response is checked
-before a value is used: one choice per prompt, one log-probability per prompt token after the first, finite numbers.
-A server that gives log-probabilities for generated tokens only (llama.cpp's server, for one) is refused: summing
-what it returns would score every choice alike.
+Prompts go as token ids with `echo: true, logprobs: 0, max_tokens: 1`, several per request. Every response is checked
+against the token ids sent before a value is used: one choice per prompt, finite numbers, and proof that the
+log-probabilities belong to the tokens sent, in one of two forms:
+- echoed ids (vLLM's `return_tokens_as_token_ids` makes it echo `token_id:N`): they must equal the ids sent,
+  position by position, with at most the one generated token after them;
+- no echoed ids (SGLang, for one, echoes token text): exactly one log-probability per prompt token plus the generated
+  one, and the server's own count of prompt tokens (`usage.prompt_tokens`) equal to the count sent, so a token it
+  added (a BOS, say) is caught rather than shifting every value by one. A response without that count cannot be
+  checked and is refused.
+Text offsets, where given, must fit the log-probabilities (one per token, never decreasing). A server that gives
+log-probabilities for generated tokens only (llama.cpp's server, for one) is refused: summing what it returns would
+score every choice alike.
 
 Connection errors, timeouts, 429 and 5xx are transient (`ServerUnavailable`: the pool retries, here or on another
 server); anything else the server says is final (`ServerError` naming the server).
@@ -28,6 +35,7 @@ from pytest_modelbench.errors import ServerError
 
 API_KEY_ENV = "OPENAI_API_KEY"
 TOKEN_ID_PREFIX = "token_id:"
+GENERATED_TOKENS = 1  # max_tokens: the server generates one token after the echoed prompt
 BACKOFF_S = 0.5
 MAX_BACKOFF_S = 8.0
 T = TypeVar("T")
@@ -71,7 +79,7 @@ class CompletionsServer:
     def prompt_logprobs(self, model: str, prompts: Sequence[Sequence[int]]) -> list[list[float]]:
         """For each prompt, log P(token i | tokens before it) for i = 1 .. len(prompt) - 1."""
         payload = {"model": model, "prompt": [list(p) for p in prompts], "echo": True, "logprobs": 0,
-                   "max_tokens": 1, "temperature": 0, "return_tokens_as_token_ids": True}
+                   "max_tokens": GENERATED_TOKENS, "temperature": 0, "return_tokens_as_token_ids": True}
         body = self._call("POST", "/completions", payload)
         choices = body.get("choices") if isinstance(body, dict) else None
         if not isinstance(choices, list) or len(choices) != len(prompts):
@@ -80,11 +88,16 @@ class CompletionsServer:
         by_index = {c.get("index", i) if isinstance(c, dict) else i: c for i, c in enumerate(choices)}
         if sorted(by_index) != list(range(len(prompts))):
             raise ServerError(f"server {self.url}: completion indices {sorted(by_index)} do not match the prompts")
-        return [self._checked(by_index[i], prompts[i]) for i in range(len(prompts))]
+        checked = [self._checked(by_index[i], prompts[i]) for i in range(len(prompts))]
+        if not all(ids_echoed for _, ids_echoed in checked):
+            self._check_prompt_token_count(body, prompts)
+        return [values for values, _ in checked]
 
     # --- checks -----------------------------------------------------------------------------------------------------
 
-    def _checked(self, choice: Any, prompt: Sequence[int]) -> list[float]:
+    def _checked(self, choice: Any, prompt: Sequence[int]) -> tuple[list[float], bool]:
+        """The prompt's log-probabilities, and whether echoed token ids showed they belong to the tokens sent (if not,
+        the caller checks the server's count of prompt tokens)."""
         logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
         values = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else None
         if not isinstance(values, list):
@@ -99,20 +112,76 @@ class CompletionsServer:
             raise ServerError(
                 f"server {self.url}: {len(values)} log-probabilities for a prompt of {len(prompt)} tokens (truncated)"
             )
-        tokens = logprobs.get("tokens")
-        if isinstance(tokens, list) and tokens and all(isinstance(t, str) for t in tokens):
-            echoed = [_token_id(t) for t in tokens[: len(prompt)]]
-            if all(t is not None for t in echoed) and echoed != list(prompt):
-                at = next(i for i, (a, b) in enumerate(zip(echoed, prompt)) if a != b)
-                raise ServerError(
-                    f"server {self.url} echoed token {echoed[at]} at position {at} where {prompt[at]} was sent: it "
-                    "did not score the tokens sent"
-                )
+        echoed = self._echoed_ids(logprobs, prompt, len(values))
+        expected = len(prompt) + GENERATED_TOKENS
+        counted = (f"{len(values)} log-probabilities for a prompt of {len(prompt)} tokens and {GENERATED_TOKENS} "
+                   "generated token")
+        if echoed is None and len(values) != expected:
+            raise ServerError(
+                f"server {self.url}: {counted}, and no echoed token ids to tell which tokens they belong to (a token "
+                "added before the prompt would shift every value): refusing rather than guessing"
+            )
+        if echoed is not None and len(values) > expected:
+            raise ServerError(f"server {self.url}: {counted}: more than it was asked for")
+        if echoed is not None and echoed != list(prompt):
+            at = next(i for i, (a, b) in enumerate(zip(echoed, prompt)) if a != b)
+            raise ServerError(
+                f"server {self.url} echoed token {echoed[at]} at position {at} where {prompt[at]} was sent: it "
+                "did not score the tokens sent"
+            )
+        self._check_text_offsets(logprobs, len(values))
         scored = values[1: len(prompt)]
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in scored):
             bad = next(v for v in scored if not (isinstance(v, (int, float)) and math.isfinite(v)))
             raise ServerError(f"server {self.url}: a prompt log-probability is {bad!r}, not a finite number")
-        return [float(v) for v in scored]
+        return [float(v) for v in scored], echoed is not None
+
+    def _echoed_ids(self, logprobs: dict, prompt: Sequence[int], count: int) -> list[int] | None:
+        """The ids echoed for the prompt's tokens; None when the server echoed no ids (token text, or no tokens)."""
+        tokens = logprobs.get("tokens")
+        if tokens is None:
+            return None
+        if not isinstance(tokens, list) or len(tokens) != count:
+            given = f"{len(tokens)} tokens" if isinstance(tokens, list) else "tokens that are not a list"
+            raise ServerError(f"server {self.url}: {given} for {count} log-probabilities: cannot tell which token "
+                              "each log-probability belongs to")
+        echoed = [_token_id(t) for t in tokens[: len(prompt)]]
+        if all(t is None for t in echoed):
+            return None
+        if any(t is None for t in echoed):
+            at = echoed.index(None)
+            raise ServerError(f"server {self.url} echoed token ids for some prompt tokens but {tokens[at]!r} at "
+                              f"position {at}: cannot check that it scored the tokens sent")
+        return echoed
+
+    def _check_text_offsets(self, logprobs: dict, count: int) -> None:
+        offsets = logprobs.get("text_offset")
+        if offsets is None or (isinstance(offsets, list) and all(o == -1 for o in offsets)):
+            return  # not given (SGLang writes -1 for each token)
+        if not (isinstance(offsets, list) and len(offsets) == count
+                and all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)
+                and all(a <= b for a, b in zip(offsets, offsets[1:]))):
+            shown = str(offsets) if len(str(offsets)) <= 80 else str(offsets)[:77] + "..."
+            raise ServerError(f"server {self.url}: text offsets {shown} do not fit its {count} log-probabilities "
+                              "(one per token, from 0 up, never decreasing): it did not score the tokens sent")
+
+    def _check_prompt_token_count(self, body: dict, prompts: Sequence[Sequence[int]]) -> None:
+        """Without echoed ids, the server's own count of the prompt tokens it scored must be the count sent."""
+        usage = body.get("usage")
+        counted = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        sent = sum(len(p) for p in prompts)
+        if not isinstance(counted, int) or isinstance(counted, bool):
+            raise ServerError(
+                f"server {self.url} echoes no token ids (vLLM's return_tokens_as_token_ids) and reports no "
+                "usage.prompt_tokens, so nothing shows that its log-probabilities belong to the tokens sent: its "
+                "answers cannot be checked; serve the model with vLLM, or a server that echoes token ids or reports "
+                "usage"
+            )
+        if counted != sent:
+            raise ServerError(
+                f"server {self.url} scored {counted} prompt tokens where {sent} were sent (did it add a BOS or other "
+                "token?) and echoes no token ids to tell which: refusing rather than guessing"
+            )
 
     # --- HTTP -------------------------------------------------------------------------------------------------------
 
@@ -160,8 +229,8 @@ def call_with_retries(call: Callable[[], T], retries: int) -> T:
             time.sleep(backoff_s(failures))
 
 
-def _token_id(token: str) -> int | None:
-    if token.startswith(TOKEN_ID_PREFIX) and token[len(TOKEN_ID_PREFIX):].isdigit():
+def _token_id(token: Any) -> int | None:
+    if isinstance(token, str) and token.startswith(TOKEN_ID_PREFIX) and token[len(TOKEN_ID_PREFIX):].isdigit():
         return int(token[len(TOKEN_ID_PREFIX):])
     return None
 
