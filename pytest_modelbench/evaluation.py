@@ -54,7 +54,7 @@ def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> T
         raise TaskConfigError(f"{_task(prepared)}: {exc.problem}") from None
     answers = []
     for doc, generation in zip(prepared.documents, generations):
-        where = f"{prepared.config.source}: task '{prepared.config.task}', document {doc.doc_id}"
+        where = f"{_task(prepared)}, document {doc.doc_id}"
         answers.append({pipeline.name: pipeline.apply(generation, doc.doc, where)
                         for pipeline in prepared.config.filters})
     scores = score_task(prepared, metrics, answers)
@@ -120,8 +120,7 @@ def _check_finite(prepared: PreparedTask, doc: DocumentRequests, values: Sequenc
 
 
 def _where(prepared: PreparedTask, doc: DocumentRequests, choice: int) -> str:
-    config = prepared.config
-    where = f"{config.source}: task '{config.task}', document {doc.doc_id}"
+    where = f"{_task(prepared)}, document {doc.doc_id}"
     if not doc.continuations:  # loglikelihood_rolling: the document's text is what was scored
         return where
     return f"{where}, choice {choice} ({doc.continuations[choice]!r})"
