@@ -46,3 +46,8 @@ class RequestError(ModelbenchError):
 
 class ServerError(ModelbenchError):
     """A scoring server that cannot be reached, or whose answers cannot be trusted; the message names the server."""
+
+
+class BackendError(ModelbenchError):
+    """A backend whose results do not match the requests it was sent (too few or too many values, a value of the wrong
+    kind); the message names the backend and the task."""

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
-from pytest_modelbench.errors import DocumentError, RequestError, TaskConfigError
+from pytest_modelbench.errors import BackendError, DocumentError, RequestError, TaskConfigError
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.scoring.backend import Backend
@@ -29,8 +30,9 @@ def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
         return _evaluate_generation(prepared, backend, metrics)
     if prepared.config.output_type == "loglikelihood_rolling":
         return _evaluate_rolling(prepared, backend, metrics)
+    requests = sum(len(doc.continuations) for doc in prepared.documents)
     try:
-        values = backend.score_task(prepared)
+        values = checked_results(backend, backend.score_task(prepared), requests, "log-likelihood", _task(prepared))
     except RequestError as exc:
         if exc.index is None:
             raise
@@ -46,12 +48,13 @@ def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
 
 def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
     try:
-        generations = backend.generate_task(prepared)
+        generations = checked_results(backend, backend.generate_task(prepared), len(prepared.documents), "generation",
+                                      _task(prepared))
     except RequestError as exc:
-        raise TaskConfigError(f"{prepared.config.source}: task '{prepared.config.task}': {exc.problem}") from None
+        raise TaskConfigError(f"{_task(prepared)}: {exc.problem}") from None
     answers = []
     for doc, generation in zip(prepared.documents, generations):
-        where = f"{prepared.config.source}: task '{prepared.config.task}', document {doc.doc_id}"
+        where = f"{_task(prepared)}, document {doc.doc_id}"
         answers.append({pipeline.name: pipeline.apply(generation, doc.doc, where)
                         for pipeline in prepared.config.filters})
     scores = score_task(prepared, metrics, answers)
@@ -61,12 +64,49 @@ def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> T
 def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
     """One value per document: its text's log-likelihood over lm-eval's rolling windows."""
     try:
-        per_doc = [[value] for value in backend.rolling_loglikelihood_task(prepared)]
+        values = checked_results(backend, backend.rolling_loglikelihood_task(prepared), len(prepared.documents),
+                                 "log-likelihood", _task(prepared))
     except RequestError as exc:
-        raise TaskConfigError(f"{prepared.config.source}: task '{prepared.config.task}': {exc.problem}") from None
-    for doc, values in zip(prepared.documents, per_doc):
-        _check_finite(prepared, doc, values)
+        raise TaskConfigError(f"{_task(prepared)}: {exc.problem}") from None
+    per_doc = [[value] for value in values]
+    for doc, document_values in zip(prepared.documents, per_doc):
+        _check_finite(prepared, doc, document_values)
     return TaskEvaluation(prepared, per_doc, score_task(prepared, metrics, per_doc))
+
+
+def checked_results(backend: Backend, results: Any, requests: int, kind: str, where: str) -> list:
+    """The values a backend returned for `requests` requests, refused unless there is one per request and each is of
+    its `kind` ("log-likelihood": a number; "generation": text). A value too few or too many would shift the
+    documents after it, or end in an IndexError or an empty argmax inside a metric."""
+    try:
+        values = list(results)
+    except TypeError:
+        values = None
+    if values is None or len(values) != requests:
+        got = _count(len(values), kind) if values is not None else f"a {type(results).__name__}"
+        raise BackendError(f"{where}: {_backend_name(backend)} returned {got} for {_count(requests, 'request')}; a "
+                           f"backend returns one {kind} per request, in order")
+    for i, value in enumerate(values):
+        if not (isinstance(value, str) if kind == "generation" else _is_number(value)):
+            raise BackendError(f"{where}: {_backend_name(backend)} returned {value!r} ({type(value).__name__}) as "
+                               f"{kind} {i}, not {'text' if kind == 'generation' else 'a number'}")
+    return values
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _backend_name(backend: Backend) -> str:
+    return f"backend {type(backend).__name__} (model '{backend.describe().name}')"
+
+
+def _task(prepared: PreparedTask) -> str:
+    return f"{prepared.config.source}: task '{prepared.config.task}'"
 
 
 def _check_finite(prepared: PreparedTask, doc: DocumentRequests, values: Sequence[float]) -> None:
@@ -80,8 +120,7 @@ def _check_finite(prepared: PreparedTask, doc: DocumentRequests, values: Sequenc
 
 
 def _where(prepared: PreparedTask, doc: DocumentRequests, choice: int) -> str:
-    config = prepared.config
-    where = f"{config.source}: task '{config.task}', document {doc.doc_id}"
+    where = f"{_task(prepared)}, document {doc.doc_id}"
     if not doc.continuations:  # loglikelihood_rolling: the document's text is what was scored
         return where
     return f"{where}, choice {choice} ({doc.continuations[choice]!r})"

@@ -22,7 +22,7 @@ from typing import Sequence
 import pytest
 
 from pytest_modelbench.errors import ModelbenchError, TaskConfigError
-from pytest_modelbench.evaluation import TaskEvaluation
+from pytest_modelbench.evaluation import TaskEvaluation, checked_results
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.runner import BenchRunner
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL
@@ -42,7 +42,9 @@ class ModelbenchModel:
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
         """Summed log-likelihood of each (context, continuation), by lm-eval's rules (README, "Scoring")."""
         backend = self._runner.backend()  # the session's: model loaded (or servers reached) once, the score cache
-        return list(backend.loglikelihood(list(requests)))
+        requests = list(requests)
+        return checked_results(backend, backend.loglikelihood(requests), len(requests), "log-likelihood",
+                               "modelbench_model.loglikelihood")
 
     def evaluate(self, task: str | os.PathLike) -> TaskEvaluation:
         """A task YAML's evaluation (scores per metric, overall and per category; per-document log-likelihoods).

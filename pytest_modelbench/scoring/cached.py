@@ -16,16 +16,22 @@ Compute = Callable[[list[int], Callable[[list[int], list[float]], None]], None]
 
 
 def cache_namespace(cache, fingerprint: str | None, model, tokenizer, **settings: Any) -> str | None:
-    """The cache key's model and settings part; None when there is no cache or the weights cannot be identified."""
+    """The cache key's part for a model loaded here, the one place that says what identifies it: the fingerprint
+    (loading.model_fingerprint: the checkpoint's files or hub commit, and the loading --model-args), the weights, the
+    config and generation config as loaded, the tokenizer's state and the dtype; then the scorer's `settings`.
+    scoring_namespace adds the protocol and the library versions. None when there is no cache or the model is not
+    identified."""
     if cache is None or not getattr(cache, "enabled", False):
         return None
     if not fingerprint or fingerprint.endswith("@unknown"):
         return None
-    from pytest_modelbench.scoring.score_cache import scoring_namespace, tokenizer_fingerprint, weights_digest
+    from pytest_modelbench.scoring.score_cache import (
+        config_fingerprint, scoring_namespace, tokenizer_fingerprint, weights_digest,
+    )
 
     return scoring_namespace(
-        model=fingerprint, weights=weights_digest(model), tokenizer=tokenizer_fingerprint(tokenizer),
-        dtype=str(next(model.parameters()).dtype), **settings,
+        model=fingerprint, weights=weights_digest(model), config=config_fingerprint(model),
+        tokenizer=tokenizer_fingerprint(tokenizer), dtype=str(next(model.parameters()).dtype), **settings,
     )
 
 

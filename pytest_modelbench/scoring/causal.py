@@ -329,7 +329,6 @@ class CausalLMScorer(RequestBackend):
         return cache_namespace(
             self.cache, self.fingerprint, self.model, self.encoder.tokenizer, protocol=PROTOCOL_VERSION,
             device=placement_label(self.model), max_length=self.max_length, add_bos_token=self.encoder.add_bos_token,
-            generation_config=self.model.generation_config.to_json_string(),
         )
 
     def _cache_namespace(self) -> str | None:
@@ -341,6 +340,9 @@ class CausalLMScorer(RequestBackend):
                 self.cache, self.fingerprint, self.model, self.encoder.tokenizer, device=placement_label(self.model),
                 max_length=self.max_length, prefix_token_id=self.encoder.prefix_token_id,
                 add_bos_token=self.encoder.add_bos_token, path="fast" if self.fast else "plain",
+                # lm-eval's padding makes the plain path's numbers depend on the batch size; the fast path's batches
+                # move them only by float rounding
+                batch_size=None if self.fast else self._chosen_batch_size(padding_changes_results=True),
             )
         return self._namespace
 

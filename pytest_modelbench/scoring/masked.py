@@ -86,7 +86,8 @@ class MaskedLMScorer:
 
     # --- tokenization -------------------------------------------------------------------------------------------
 
-    def encode(self, context: str, continuation: str) -> MaskedInput:
+    def encode(self, context: str, continuation: str, where: str = "request") -> MaskedInput:
+        """`where` names the document in the error of an input whose continuation cannot be located."""
         context, continuation = context.rstrip(), continuation.lstrip()
         n_context = len(self.tokenizer(context, add_special_tokens=False)["input_ids"]) if context else 0
         n_continuation = len(self.tokenizer(continuation, add_special_tokens=False)["input_ids"])
@@ -95,9 +96,10 @@ class MaskedLMScorer:
         ids = tuple(int(i) for i in encoded["input_ids"])
         ordinary = [i for i, special in enumerate(encoded["special_tokens_mask"]) if not special]
         if len(ordinary) != n_context + n_continuation:
-            raise ValueError(
-                f"cannot locate the continuation's tokens: {len(ordinary)} non-special tokens, expected "
-                f"{n_context} (context) + {n_continuation} (continuation)"
+            raise DocumentError(
+                f"{where}: cannot locate the continuation's tokens: the tokenizer gave {len(ordinary)} non-special "
+                f"tokens for context and continuation together, but {n_context} (context) + {n_continuation} "
+                "(continuation) apart"
             )
         token_types = encoded.get("token_type_ids")
         return MaskedInput(ids, tuple(token_types) if token_types is not None else None, tuple(ordinary[n_context:]))
@@ -147,7 +149,7 @@ class MaskedLMScorer:
         return [self.units_logprobs([unit])[0] for unit in self._pair_units(context, continuations, where)]
 
     def _choice_unit(self, context: str, continuation: str, where: str) -> tuple[MaskedInput, list[int]]:
-        encoded = self._checked(self.encode(context, continuation), where)
+        encoded = self._checked(self.encode(context, continuation, where), where)
         return encoded, list(encoded.continuation_positions)
 
     def _pair_units(self, context: str, continuations: Sequence[str], where: str) -> list[tuple[MaskedInput, list[int]]]:
@@ -155,7 +157,7 @@ class MaskedLMScorer:
             raise DocumentError(
                 f"{where}: masked_protocol pll_shared needs exactly 2 choices, got {len(continuations)}"
             )
-        first, second = (self._checked(self.encode(context, c), where) for c in continuations)
+        first, second = (self._checked(self.encode(context, c, where), where) for c in continuations)
         return list(zip((first, second), shared_positions(first, second)))
 
     def _checked(self, encoded: MaskedInput, where: str) -> MaskedInput:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # torch is imported when a model is loaded: resolving --model
 STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 OFFLOAD = ("cpu", "disk")
 SIZE = re.compile(r"(\d+(?:\.\d+)?)([KMG]i?B)?")
+PLACEMENT_ARGS = ("device_map", "max_memory", "offload_folder")  # --model-args that say where layers live
 UNITS = {None: 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 

@@ -5,13 +5,20 @@ Location: `$MODELBENCH_CACHE_DIR/scores.sqlite`; without that variable
 clear the cache; `--no-cache` bypasses it.
 
 Key: SHA-256 of the scoring namespace and the exact request (context and continuation strings). The namespace holds
-everything else a score depends on: the model fingerprint (`LoadedModel.fingerprint`: weight files or hub commit), a
-digest of the weights as loaded in memory (per tensor: name, shape, dtype, float64 sum and sampled values; so an
-in-memory edit or a different `--dtype` misses), the tokenizer's full serialized state, device type, max length,
-prefix token, BOS setting, which scorer path (fast or plain) and the protocol version below. Values are the float
-log-likelihoods (table `scores`). Generated answers (generate_until) are text in table `generations`, keyed as
-scoring/cached_generation.py says. A file written before generations were cached (only `scores`) is used as it is and
-gains the `generations` table; those versions take a file with it for another program's and run without the cache.
+everything else a score depends on. For a model loaded here (scoring/cached.py cache_namespace, the one place that says
+what identifies it): the model fingerprint (`LoadedModel.fingerprint`: the checkpoint's files, config.json,
+generation_config.json and tokenizer files among them, or the hub commit; and the --model-args that reached
+from_pretrained), a digest of the weights as loaded in memory (per tensor: name, shape, dtype, float64 sum and sampled
+values; so an in-memory edit or a different `--dtype` misses), the config and generation config as loaded, the
+tokenizer's full serialized state; then the scorer's settings: device type, max length, prefix token, BOS setting,
+which scorer path (fast or plain) and, on the plain path, the batch size (lm-eval's padding makes its numbers depend on
+it). Every namespace holds the protocol version below and the torch, transformers and tokenizers versions. Values are
+the float log-likelihoods (table `scores`). Generated answers (generate_until) are text in table `generations`, keyed
+as scoring/cached_generation.py says. A file written before generations were cached (only `scores`) is used as it is
+and gains the `generations` table; those versions take a file with it for another program's and run without the
+cache. Rows written under an earlier key scheme (before the config, the loading --model-args, the library versions and
+the plain path's batch size were in the key) are never matched, since every namespace now holds those fields: they are
+recomputed, never returned for another configuration.
 
 Several processes may share the file (pytest-xdist workers, concurrent runs): SQLite in WAL mode, writes in short
 `BEGIN IMMEDIATE` transactions, a busy timeout and retries with backoff, at most `lock_wait_s` (30 s) in all per
@@ -22,6 +29,7 @@ and a file that is not this cache is never written to. WAL needs a local filesys
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -30,6 +38,7 @@ import random
 import sqlite3
 import time
 import warnings
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -219,7 +228,33 @@ def token_request_key(namespace: str, context: Sequence[int], continuation: Sequ
 
 
 def scoring_namespace(protocol: str = PROTOCOL_VERSION, **settings: Any) -> str:
-    return json.dumps({"protocol": protocol, **settings}, sort_keys=True, default=str)
+    return json.dumps({"protocol": protocol, "libraries": library_versions(), **settings}, sort_keys=True, default=str)
+
+
+@functools.cache
+def library_versions() -> dict[str, str | None]:
+    """The installed torch, transformers and tokenizers: a new version may tokenize or compute differently."""
+    versions: dict[str, str | None] = {}
+    for package in ("torch", "transformers", "tokenizers"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def config_fingerprint(model) -> str:
+    """Hash of the model's class and of its config and generation config as loaded: config.json with the --model-args
+    that override it, and the attention implementation; not the folder they were read from."""
+    config = model.config.to_dict()
+    config.pop("_name_or_path", None)
+    generation = getattr(model, "generation_config", None)
+    state = {
+        "class": type(model).__name__, "config": config,
+        "attention": getattr(model.config, "_attn_implementation", None),
+        "generation": generation.to_dict() if generation is not None else None,
+    }
+    return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -167,9 +167,10 @@ def test_without_a_model_identity_nothing_is_cached(tiny_loaded, tmp_path, finge
 def test_namespace_names_everything_scored(tiny_loaded):
     settings = json.loads(scorer(tiny_loaded, ScoreCache(Path("unused")))._cache_namespace())
     assert set(settings) == {
-        "protocol", "model", "weights", "tokenizer", "dtype", "device", "max_length", "prefix_token_id",
-        "add_bos_token", "path",
+        "protocol", "libraries", "model", "weights", "config", "tokenizer", "dtype", "device", "max_length",
+        "prefix_token_id", "add_bos_token", "path", "batch_size",
     }
+    assert set(settings["libraries"]) == {"torch", "transformers", "tokenizers"}
     assert settings["protocol"] == score_cache.PROTOCOL_VERSION
 
 
