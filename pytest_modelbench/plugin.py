@@ -171,6 +171,7 @@ class TaskItem(pytest.Item):
         runner = self.config.stash[RUNNER_KEY]
         if runner.options.model is None:
             pytest.skip(f"no --model given (try --model={DEFAULT_MODEL})")
+        gate.check_ready(self)  # fails closed, before scoring, when there are no baselines to compare with
         evaluation = runner.evaluate(self.task_config)
         gate.check_item(self, evaluation, runner)  # baseline gate: fails on a regression, see gate/pytest_integration.py
 
