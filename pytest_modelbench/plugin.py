@@ -12,7 +12,8 @@ from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.refusals import format_refusals
-from pytest_modelbench.report import format_table, json_text, results_document, summary_rows
+from pytest_modelbench.report import format_table, json_text, results_document
+from pytest_modelbench.results_gathering import GatheredResults
 from pytest_modelbench.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
 from pytest_modelbench.scoring.progress import pytest_sink as progress_sink
@@ -21,6 +22,7 @@ from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
 
 RUNNER_KEY = pytest.StashKey[BenchRunner]()
 RESULTS_PATH_KEY = pytest.StashKey[Path | None]()
+GATHERED_KEY = pytest.StashKey[GatheredResults]()
 SCOPE_ROOTS_KEY = pytest.StashKey[frozenset]()
 TASK_FILES_KEY = pytest.StashKey[dict]()  # on a folder's collector: file path -> its TaskFile, or None
 REFUSED_KEY = pytest.StashKey[list]()  # (task file, error message) for each task file that cannot be loaded
@@ -102,6 +104,8 @@ def pytest_configure(config: pytest.Config) -> None:
         ),
         progress_sink=progress_sink(config),
     )
+    gathered = config.stash[GATHERED_KEY] = GatheredResults(config.stash[RUNNER_KEY], config.getoption("--log-samples"))
+    config.pluginmanager.register(gathered, "modelbench-results")  # every worker's tasks reach the controller
     inspection.configure(config, config.stash[RUNNER_KEY].options)
 
 
@@ -167,6 +171,7 @@ class TaskItem(pytest.Item):
         runner = self.config.stash[RUNNER_KEY]
         if runner.options.model is None:
             pytest.skip(f"no --model given (try --model={DEFAULT_MODEL})")
+        gate.check_ready(self)  # fails closed, before scoring, when there are no baselines to compare with
         evaluation = runner.evaluate(self.task_config)
         gate.check_item(self, evaluation, runner)  # baseline gate: fails on a regression, see gate/pytest_integration.py
 
@@ -185,11 +190,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.section(f"modelbench: {len(refused)} task file(s) refused, by reason")
         for line in format_refusals(refused, start=config.invocation_params.dir):
             terminalreporter.write_line(line)
-    runner = config.stash.get(RUNNER_KEY, None)
-    if runner is None or not runner.evaluations:
+    gathered = config.stash.get(GATHERED_KEY, None)
+    if gathered is None or hasattr(config, "workerinput") or not gathered.tasks():
         return
     terminalreporter.section("modelbench scores")
-    rows = summary_rows(runner.evaluations.values())
+    rows = [row for results in gathered.tasks() for row in results["rows"]]
     for line in format_table(("task", "category", "metric", "value ± stderr", "n"), rows):
         terminalreporter.write_line(line)
 
@@ -197,8 +202,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     runner = config.stash.get(RUNNER_KEY, None)
+    gathered = config.stash.get(GATHERED_KEY, None)
     path = config.stash.get(RESULTS_PATH_KEY, None)
-    if runner is None or path is None or not runner.evaluations:
+    if runner is None or gathered is None or path is None or hasattr(config, "workerinput"):
+        return
+    tasks = gathered.tasks()
+    if not tasks:
         return
     options = runner.options
     run_config = {
@@ -206,7 +215,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         "batch_size": "default" if options.batch_size is None else options.batch_size, "device": options.device, "limit": options.limit,
         "num_fewshot": options.num_fewshot, "shared_prefixes": options.shared_prefixes,
     }
-    document = results_document(
-        runner.evaluations.values(), run_config, config.getoption("--log-samples"), gate.outcomes_json(config)
-    )
+    document = results_document(tasks, run_config, gate.outcomes_json(config))
     cli_options.write_output(session, "--results-json", path, json_text(document))

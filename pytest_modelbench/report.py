@@ -1,4 +1,8 @@
-"""Presenting evaluations: the terminal summary table and the results JSON (lm-eval-like keys)."""
+"""Presenting evaluations: the terminal summary table and the results JSON (lm-eval-like keys).
+
+Both are built from `task_results`, each task's part in plain JSON data, so that under pytest-xdist a worker's
+evaluations reach the controller (results_gathering.py) and both come out the same as in a single process.
+"""
 
 from __future__ import annotations
 
@@ -20,16 +24,13 @@ def format_summary(summary: MetricSummary) -> str:
     return f"{summary.value:.4f}{stderr}"
 
 
-def summary_rows(evaluations: Iterable[TaskEvaluation]) -> list[tuple[str, str, str, str, str]]:
+def summary_rows(evaluation: TaskEvaluation) -> list[tuple[str, str, str, str, str]]:
     """Rows of (task, category, metric, value ± stderr, n); category '' is the whole task."""
-    rows = []
-    for evaluation in evaluations:
-        scores = evaluation.scores
-        for name, summary in scores.overall.items():
-            rows.append((scores.task, "", name, format_summary(summary), str(summary.n)))
-        for category, metrics in scores.by_category.items():
-            for name, summary in metrics.items():
-                rows.append((scores.task, category, name, format_summary(summary), str(summary.n)))
+    scores = evaluation.scores
+    rows = [(scores.task, "", name, format_summary(summary), str(summary.n)) for name, summary in scores.overall.items()]
+    for category, metrics in scores.by_category.items():
+        for name, summary in metrics.items():
+            rows.append((scores.task, category, name, format_summary(summary), str(summary.n)))
     return rows
 
 
@@ -48,27 +49,40 @@ def _metric_block(metrics: dict[str, MetricSummary]) -> dict[str, Any]:
     return block
 
 
+def task_results(evaluation: TaskEvaluation, log_samples: bool) -> dict[str, Any]:
+    """One task's scores-table rows and results-JSON parts, as JSON data (what an xdist worker sends)."""
+    scores = evaluation.scores
+    results: dict[str, Any] = {
+        "task": scores.task,
+        "rows": summary_rows(evaluation),
+        "results": _metric_block(scores.overall),
+        "categories": {category: _metric_block(metrics) for category, metrics in scores.by_category.items()},
+        "n-shot": evaluation.prepared.num_fewshot,
+        "version": evaluation.prepared.config.version,
+    }
+    if log_samples:
+        results["samples"] = _samples(evaluation)
+    return results
+
+
 def results_document(
-    evaluations: Iterable[TaskEvaluation], run_config: dict[str, Any], log_samples: bool,
-    gate: dict[str, dict[str, Any]],
+    tasks: Iterable[dict[str, Any]], run_config: dict[str, Any], gate: dict[str, dict[str, Any]],
 ) -> dict:
-    """`gate`: each gated task's outcome (gate/report.py, GateResult.as_json)."""
-    evaluations = list(evaluations)
+    """`tasks`: each task's `task_results`, in the document's order; `gate`: each gated task's outcome
+    (gate/report.py, GateResult.as_json), listed by task name."""
     document: dict[str, Any] = {
         "format": RESULTS_FORMAT, "results": {}, "categories": {}, "n-shot": {}, "versions": {}, "config": run_config,
-        "gate": gate,
+        "gate": dict(sorted(gate.items())),
     }
-    for evaluation in evaluations:
-        task = evaluation.scores.task
-        document["results"][task] = _metric_block(evaluation.scores.overall)
-        if evaluation.scores.by_category:
-            document["categories"][task] = {
-                category: _metric_block(metrics) for category, metrics in evaluation.scores.by_category.items()
-            }
-        document["n-shot"][task] = evaluation.prepared.num_fewshot
-        document["versions"][task] = evaluation.prepared.config.version
-    if log_samples:
-        document["samples"] = {evaluation.scores.task: _samples(evaluation) for evaluation in evaluations}
+    for results in tasks:
+        task = results["task"]
+        document["results"][task] = results["results"]
+        if results["categories"]:
+            document["categories"][task] = results["categories"]
+        document["n-shot"][task] = results["n-shot"]
+        document["versions"][task] = results["version"]
+        if "samples" in results:
+            document.setdefault("samples", {})[task] = results["samples"]
     return document
 
 

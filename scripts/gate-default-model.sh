@@ -14,5 +14,6 @@ else
   echo "no ../shared/data beside this clone: loading the bias suite's datasets from the Hugging Face Hub" \
     "(jannalu/crows_pairs_multilingual, McGill-NLP/stereoset)" >&2
 fi
-exec .venv/bin/python -m pytest -p no:cacheprovider --model=smollm2-135m --dtype=float32 \
+# The baselines are named: a clone without baselines/default/ fails (fail closed) instead of scoring ungated.
+exec .venv/bin/python -m pytest -p no:cacheprovider --model=smollm2-135m --dtype=float32 --baseline-name=default \
     "${data[@]}" suites/bias "$@"

@@ -1,17 +1,23 @@
 """What the plugin calls: gate options, one check per scored task item, and the session-level reporting.
 
-plugin.py makes three calls: `add_options` (pytest_addoption), `configure` (pytest_configure; registers
-`GateSession`, which holds the session hooks) and `check_item` (TaskItem.runtest, after the evaluation).
+plugin.py makes four calls: `add_options` (pytest_addoption), `configure` (pytest_configure; registers
+`GateSession`, which holds the session hooks), `check_ready` (TaskItem.runtest, before scoring) and `check_item`
+(TaskItem.runtest, after the evaluation).
+
+It fails closed: without --score-only every task item is gated, and a baseline name with no baselines folder fails
+each item before anything is scored, naming the command that records them. --score-only scores and reports without
+reading or writing a baseline; the summary and --results-json say that no gate ran.
 
 Error control: `GateSession` counts the task items collected (`pytest_collection_finish`) and every item is gated at
 its alpha (--gate-alpha, else its YAML's) / that count (--gate-error-control=session, the default) or at its alpha
 (=task); see docs/baseline-gate.md, "Error rates". Margins are resolved per metric by `gate/settings.py`.
 
-Outcome of a task item (the gate is active, see `GateSession.active`):
+Outcome of a task item (without --score-only):
   PASS, IMPROVED, INCONCLUSIVE entries   → the item passes; improvements and inconclusive entries (with their
                                            minimum detectable effect) are reported in the terminal summary
                                            and the markdown report, never failed on.
   any REGRESSED entry                    → the item fails with the category table, worst first.
+  no baselines folder for the name       → fails before scoring ("no baselines 'default' ..."), see `check_ready`.
   baseline missing                       → fails ("no baseline ..."), as syrupy does for a missing snapshot.
   baseline corrupt / hand-edited         → fails with an error naming the file; the file is left untouched.
   baseline not comparable                → fails with "re-baseline required" and what changed.
@@ -114,6 +120,9 @@ def add_options(parser: pytest.Parser, group: Any) -> None:
     group.addoption("--baseline-ref", default=None, metavar="REF",
                     help="read the baselines from this git ref (e.g. origin/main) instead of the working tree; "
                     "the report names baseline files the working tree changed")
+    group.addoption("--score-only", action="store_true",
+                    help="score and report without the baseline gate: no baseline is read or written and no gate "
+                    "verdict is given (without it, a run with no baselines for --baseline-name fails)")
     parser.addini("modelbench_baseline_name", f"baseline name to gate against (default: {DEFAULT_BASELINE_NAME})", default="")
     parser.addini("modelbench_baselines_dir", "folder of baselines (relative to the ini file)", default="")
 
@@ -123,6 +132,13 @@ def configure(config: pytest.Config) -> "GateSession":
     config.stash[GATE_KEY] = session
     config.pluginmanager.register(session, "modelbench-gate")
     return session
+
+
+def check_ready(item: pytest.Item) -> None:
+    """Fail a task item before it is scored when the gate has no baselines to compare it with."""
+    session = item.config.stash.get(GATE_KEY, None)
+    if session is not None:
+        session.check_ready(item)
 
 
 def check_item(item: pytest.Item, evaluation: Any, runner: Any) -> None:
@@ -198,10 +214,8 @@ class GateSession:
         invocation_dir = Path(config.invocation_params.dir)
         self.md_report = cli_options.output_path("--md-report", config.getoption("--md-report"), invocation_dir)
         self.html_report = cli_options.output_path("--html-report", config.getoption("--html-report"), invocation_dir)
-        cli_name = config.getoption("--baseline-name")
-        ini_name = config.getini("modelbench_baseline_name")
-        self.name_explicit = bool(cli_name or ini_name)
-        self.baseline_name = cli_name or ini_name or DEFAULT_BASELINE_NAME
+        self.baseline_name = (config.getoption("--baseline-name") or config.getini("modelbench_baseline_name")
+                              or DEFAULT_BASELINE_NAME)
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.baseline_name):
             raise pytest.UsageError(
                 f"--baseline-name must be a simple name (letters, digits, '.', '_', '-'), got {self.baseline_name!r}"
@@ -214,11 +228,7 @@ class GateSession:
         self.disable_unused = bool(getattr(option, "disable_unused_snapshots", False))
         self.no_cleanup = bool(getattr(option, "no_cleanup", False))
         self.baseline_ref = self._baseline_ref()
-        # Gate on when baselines exist for this name, when the name was chosen explicitly (CLI or ini), or when
-        # updating; otherwise scores are reported without a gate and the summary says so.
-        # A git ref always gates: its baselines are the bar, and a missing one fails (never a silent pass).
-        self.active = (self.update or self.update_new_only or self.name_explicit or self.baseline_ref is not None
-                       or self.name_dir.is_dir())
+        self.score_only = self._score_only()
         self.suite_roots = sorted((Path(p) for p in config.getini("modelbench_suites")), key=lambda p: -len(p.parts))
         self.suite_dirs: set[Path] = set()
         self.error_control = config.getoption("--gate-error-control")
@@ -226,7 +236,6 @@ class GateSession:
         self.results: list[GateResult] = []
         self.unused: set[str] = set()
         self.deleted: list[str] = []
-        self.ran_tasks = False
 
     # ------------------------------------------------------------------ paths
 
@@ -240,6 +249,19 @@ class GateSession:
             base = config.inipath.parent if config.inipath else config.rootpath
             return (base / ini).resolve()
         return (config.rootpath / DEFAULT_BASELINES_DIR).resolve()
+
+    def _score_only(self) -> bool:
+        """--score-only, refused with the options that read or write baselines or report a gate verdict."""
+        if not self.config.getoption("--score-only"):
+            return False
+        given = [option for option, value in (
+            ("--snapshot-update", self.update), ("--snapshot-update-new-only", self.update_new_only),
+            ("--baseline-ref", self.baseline_ref is not None), ("--md-report", self.md_report is not None),
+            ("--html-report", self.html_report is not None),
+        ) if value]
+        if given:
+            raise pytest.UsageError(f"--score-only runs no gate: drop {' and '.join(given)}")
+        return True
 
     def _baseline_ref(self) -> BaselineRef | None:
         ref = self.config.getoption("--baseline-ref")
@@ -315,14 +337,36 @@ class GateSession:
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
 
+    @property
+    def baselines_missing(self) -> bool:
+        """No baselines folder for the name, where the gate reads the working tree and writes nothing."""
+        return not (self.score_only or self.update or self.update_new_only or self.baseline_ref is not None
+                    or self.name_dir.is_dir())
+
+    def missing_baselines_message(self) -> str:
+        return (
+            f"no baselines '{self.baseline_name}' ({self.display(self.name_dir)} does not exist): the gate has "
+            "nothing to compare with. Record them from a trusted model with "
+            f"`pytest --snapshot-update --baseline-name={self.baseline_name}` and this run's other options, or "
+            "pass --score-only to score without a gate"
+        )
+
+    def check_ready(self, item: pytest.Item) -> None:
+        if not self.baselines_missing:
+            return
+        task_config = item.task_config  # type: ignore[attr-defined]
+        path = self.baseline_path(task_config.source, task_config.task)
+        self._record(item, GateResult(task_config.task, STATUS_MISSING, baseline=self.display(path),
+                                      baseline_name=self.baseline_name, note="no baselines of this name"))
+        raise BaselineError(self.missing_baselines_message())
+
     def check(self, item: pytest.Item, evaluation: Any, runner: Any) -> None:
-        self.ran_tasks = True
         task_config = evaluation.prepared.config
         path = self.baseline_path(task_config.source, task_config.task)
         shown = self.display(path)
         common: dict[str, Any] = {"baseline": shown, "baseline_name": self.baseline_name}
-        if not self.active:
-            self._record(item, GateResult(task_config.task, STATUS_OFF, note="no baselines: gate off", **common))
+        if self.score_only:
+            self._record(item, GateResult(task_config.task, STATUS_OFF, note="--score-only: no gate ran", **common))
             return
         candidate = record_from_evaluation(
             evaluation, suite=self.suite_key(task_config.source), baseline_name=self.baseline_name,
@@ -437,7 +481,7 @@ class GateSession:
         config = self.config
         is_worker = hasattr(config, "workerinput")
         distributing = config.pluginmanager.has_plugin("dsession")
-        if self.active and not self.disable_unused and not distributing:
+        if not self.score_only and not self.disable_unused and not distributing:
             self.unused.update(self.find_unused())
         if is_worker:
             config.workeroutput[_UNUSED_OUTPUT_KEY] = sorted(self.unused)  # type: ignore[attr-defined]
@@ -460,15 +504,19 @@ class GateSession:
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if hasattr(config, "workerinput"):
             return
+        if self.score_only:
+            if self.results:
+                terminalreporter.section("modelbench gate: not run (--score-only)")
+                terminalreporter.write_line(
+                    f"no gate ran: the scores of {len(self.results)} task(s) were compared with no baseline; "
+                    "they pass no release gate"
+                )
+            return
         lines: list[str] = []
-        compared = [r for r in self.results if r.status != STATUS_OFF]
-        if compared:
-            lines += terminal_lines(compared)
-        elif self.results or self.ran_tasks:
-            lines.append(
-                f"gate off: no baselines in {self.display(self.name_dir)}; record them with --snapshot-update "
-                "(or choose a baseline with --baseline-name)"
-            )
+        if self.results and self.baselines_missing:
+            lines.append(self.missing_baselines_message())
+        if self.results:
+            lines += terminal_lines(self.results)
         lines += self._unused_lines()
         if not lines:
             return

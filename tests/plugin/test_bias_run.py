@@ -34,7 +34,7 @@ def test_bias_suite_collects_four_tasks(pytester, bias_suite):
 def test_masked_model_runs_the_bias_suite_with_category_tables(pytester, bias_suite, tiny_bert, data_mirror):
     out = pytester.path / "results.json"  # --model-type auto (the default) detects BertForMaskedLM
     result = pytester.runpytest(f"--model={tiny_bert}", f"--data-dir={data_mirror}",
-                                "--limit=12", f"--results-json={out}", "bias")
+                                "--limit=12", f"--results-json={out}", "--score-only", "bias")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines_random([
         "*modelbench scores*",
@@ -58,14 +58,14 @@ def test_masked_model_runs_the_bias_suite_with_category_tables(pytester, bias_su
 
 
 def test_causal_model_runs_the_bias_suite(pytester, bias_suite, tiny_model, data_mirror):
-    result = pytester.runpytest(f"--model={tiny_model}", f"--data-dir={data_mirror}", "--limit=6", "bias")
+    result = pytester.runpytest(f"--model={tiny_model}", f"--data-dir={data_mirror}", "--limit=6", "--score-only", "bias")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines_random(["*crows_pairs_french*autre*empty*0", "*stereoset_intersentence*lms*"])
 
 
 def test_masked_model_type_on_a_causal_checkpoint_is_a_load_error(pytester, bias_suite, tiny_model, data_mirror):
     result = pytester.runpytest(f"--model={tiny_model}", "--model-type=masked", f"--data-dir={data_mirror}",
-                                "--limit=2", "bias/crows_pairs_english.yaml")
+                                "--limit=2", "--score-only", "bias/crows_pairs_english.yaml")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*cannot load model*"])
     assert "Traceback" not in result.stdout.str()

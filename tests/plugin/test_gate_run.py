@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     SUITE,
     TASK,
@@ -19,10 +21,6 @@ from tests.plugin.gate_project import (  # noqa: F401 - fixtures
 
 def test_record_then_same_model_passes_at_batch_size_1_and_8(pytester, tiny_model, probe_docs):
     make_project(pytester, probe_docs, metrics=("acc", "acc_norm", "likelihood_diff"))
-    result = run_gate(pytester, tiny_model)  # no baselines yet: scores only, and the summary says so
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*gate off: no baselines in baselines/default; record them with --snapshot-update*"])
-
     result = run_gate(pytester, tiny_model, "--snapshot-update")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*1 snapshot generated.*", "*gate_probe*created*baseline written to baselines/default/probe/gate_probe.json*"])
@@ -125,18 +123,54 @@ def test_baseline_is_chosen_by_name_never_by_model_id(pytester, tiny_model, bad_
     run_gate(pytester, tiny_model, "--baseline-name=release", "--snapshot-update").assert_outcomes(passed=1)
     assert baseline_file(pytester, name="release").is_file()
     assert not baseline_file(pytester).exists()
-    # an explicitly named baseline makes the gate active even where only another name has baselines
-    result = run_gate(pytester, tiny_model)
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*gate off*"])
-    result = run_gate(pytester, tiny_model, "--baseline-name=nightly")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*baselines/nightly/probe/gate_probe.json: no baseline 'nightly' for task 'gate_probe'*"])
+    # baselines of another name are never used: the default name and an unknown one have none, and fail
+    for args, name in (((), "default"), (("--baseline-name=nightly",), "nightly")):
+        result = run_gate(pytester, tiny_model, *args)
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines([f"*no baselines '{name}' (baselines/{name} does not exist)*"])
     # a new checkpoint is compared with the baseline the old one wrote; the provenance names the old one
     pytester.makeini("[pytest]\nmodelbench_suites = suites\nmodelbench_baseline_name = release\n")
     result = run_gate(pytester, bad_model)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*against baseline 'release'*(candidate {bad_model}, baseline recorded with {tiny_model})"])
+
+
+def test_no_baselines_fails_closed_and_scoring_only_is_explicit(pytester, tiny_model, probe_docs):
+    make_project(pytester, probe_docs)
+    results = pytester.path / "results.json"
+    record = "`pytest --snapshot-update --baseline-name=default`"
+    # no baselines/default/: every task item fails before it is scored, naming the command that records them
+    result = run_gate(pytester, tiny_model, f"--results-json={results}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        f"*no baselines 'default' (baselines/default does not exist): the gate has nothing to compare with. Record "
+        f"them from a trusted model with {record} and this run's other options, or pass --score-only to score "
+        "without a gate",
+        "*modelbench gate (baseline 'default')*",
+        "*1 task(s): 1 missing*",
+    ])
+    assert not (pytester.path / "baselines").exists()
+    assert not results.exists()  # nothing was scored
+
+    # --score-only: the scores, and a summary and results JSON that say no gate ran
+    result = run_gate(pytester, tiny_model, "--score-only", f"--results-json={results}")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*modelbench scores*", f"{TASK}*acc*40",
+        "*modelbench gate: not run (--score-only)*",
+        "no gate ran: the scores of 1 task(s) were compared with no baseline; they pass no release gate",
+    ])
+    assert "1 task(s): 1 pass" not in result.stdout.str()  # no gate verdict
+    document = json.loads(results.read_text())
+    assert document["results"][TASK]["n"] == 40
+    assert (document["gate"][TASK]["status"], document["gate"][TASK]["note"]) == ("off", "--score-only: no gate ran")
+    assert not (pytester.path / "baselines").exists()
+
+    # it reads and writes no baseline and gives no verdict, so options that do are refused
+    for option in ("--snapshot-update", "--md-report=gate.md"):
+        result = run_gate(pytester, tiny_model, "--score-only", option)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"*--score-only runs no gate: drop {option.split('=')[0]}*"])
 
 
 def check_results_json(path, baseline_model):

@@ -3,6 +3,9 @@ them."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from pytest_modelbench.gate.baseline import parse
@@ -69,6 +72,37 @@ def test_two_workers_write_baselines_without_corrupting_them(pytester, tiny_mode
     result.assert_outcomes(passed=2, deselected=2)
     assert gate_heads(junit) == {TASKS[0]: 1, TASKS[1]: 1}
     result.stdout.fnmatch_lines(["*false blocks: at most 0.05 per task*(--gate-error-control=task)*"])
+
+
+def test_two_workers_give_the_results_json_and_scores_table_of_one_process(pytester, tiny_model, probe_docs,
+                                                                            monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the workers score with one thread, as this process does
+    make_project(pytester, probe_docs, tasks=TASKS, metrics=("acc", "acc_norm"))
+    common = ("--no-cache", "--log-samples")  # every number is computed again, by whichever process runs the task
+    run_gate(pytester, tiny_model, "--snapshot-update", *common).assert_outcomes(passed=4)
+    one, two = pytester.path / "one.json", pytester.path / "two.json"
+    single = run_gate(pytester, tiny_model, *common, f"--results-json={one}")
+    single.assert_outcomes(passed=4)
+    workers = run_gate(pytester, tiny_model, "-n", "2", *common, f"--results-json={two}")
+    workers.assert_outcomes(passed=4)
+
+    document = json.loads(two.read_text())
+    for part in ("results", "categories", "n-shot", "versions", "samples", "gate"):
+        assert sorted(document[part]) == list(TASKS), part
+    # the results JSON holds no timing field (the baselines' dates are those of the same files in both runs)
+    assert two.read_text() == one.read_text()
+    table = scores_table(workers)
+    assert len(table) == 2 + 4 * 6  # header, rule, per task 2 metrics overall and in each category (agree, disagree)
+    assert [line.split()[0] for line in table[2:]] == [task for task in TASKS for _ in range(6)]
+    assert table == scores_table(single)
+
+
+def scores_table(result) -> list[str]:
+    """The lines of the terminal's "modelbench scores" section."""
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if " modelbench scores " in line) + 1
+    end = next(i for i in range(start, len(lines)) if re.fullmatch(r"[=-]+ \S.* [=-]+", lines[i]))  # next section
+    return [line for line in lines[start:end] if line]
 
 
 def refuse_to_score(*args, **kwargs):

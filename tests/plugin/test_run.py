@@ -31,7 +31,7 @@ def arc_suite(pytester):
 
 
 def run(pytester, tiny_model, data_mirror, *args):
-    return pytester.runpytest(f"--model={tiny_model}", f"--data-dir={data_mirror}", "--limit=5", *args)
+    return pytester.runpytest(f"--model={tiny_model}", f"--data-dir={data_mirror}", "--limit=5", "--score-only", *args)
 
 
 def test_scores_summary_and_results_json(pytester, tiny_model, data_mirror, arc_suite):
@@ -55,7 +55,8 @@ def test_scores_summary_and_results_json(pytester, tiny_model, data_mirror, arc_
 def test_bangla_suite_runs_on_fixtures(pytester, tiny_model, tmp_path):
     shutil.copytree(REPO / "suites" / "bangla", pytester.path / "bangla")
     write_bangla_fixtures(tmp_path)
-    result = pytester.runpytest(f"--model={tiny_model}", f"--data-dir={tmp_path}", "--num-fewshot=2", "--limit=4", "bangla")
+    result = pytester.runpytest(f"--model={tiny_model}", f"--data-dir={tmp_path}", "--num-fewshot=2", "--limit=4",
+                                "--score-only", "bangla")
     result.assert_outcomes(passed=5)
 
 
@@ -118,7 +119,7 @@ def test_model_that_cannot_be_loaded(pytester, data_mirror, tmp_path):
     pytester.makefile(".yaml", a=GOOD_TASK.format(name="a"), b=GOOD_TASK.format(name="b"))
     (tmp_path / "empty_model").mkdir()
     result = pytester.runpytest(f"--model={tmp_path / 'empty_model'}", f"--data-dir={data_mirror}", "--limit=2",
-                                "a.yaml", "b.yaml")
+                                "--score-only", "a.yaml", "b.yaml")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*cannot load model*empty_model*"])
     assert "Traceback" not in result.stdout.str()

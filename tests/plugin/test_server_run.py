@@ -129,7 +129,8 @@ def test_two_xdist_workers_share_one_server(pytester, tiny_model, monkeypatch):
 def test_options_that_need_a_local_model_are_named_errors(pytester, tiny_model, args, message):
     write_task(pytester.path / "suites" / "probe", "local_only", pool_documents(2))
     pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
-    result = pytester.runpytest(f"--model={tiny_model}", "--server-url=http://127.0.0.1:9/v1", *args)
+    result = pytester.runpytest(f"--model={tiny_model}", "--server-url=http://127.0.0.1:9/v1", "--score-only",
+                                *args)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*{message}*"])
     assert "Traceback" not in result.stdout.str()

@@ -35,7 +35,7 @@ def test_sharded_run_scores_as_the_unsharded_one(pytester, tiny_model, data_mirr
         return loaded
 
     monkeypatch.setattr(runner, "load_model", recording_load_model)
-    expected = loglikelihoods(pytester, tiny_model, data_mirror, pytester.path / "plain.json")
+    expected = loglikelihoods(pytester, tiny_model, data_mirror, pytester.path / "plain.json", "--score-only")
     got = loglikelihoods(
         pytester, tiny_model, data_mirror, pytester.path / "sharded.json", "--batch-size=auto", "--snapshot-update",
         f"--model-args=device_map=auto,max_memory=cpu:150KB,offload_folder={pytester.path / 'offload'}",
@@ -50,7 +50,7 @@ def test_sharded_run_scores_as_the_unsharded_one(pytester, tiny_model, data_mirr
 def test_bad_device_map_is_one_named_error(pytester, tiny_model, data_mirror):
     shutil.copytree(REPO / "suites" / "arc_mt", pytester.path / "arc_mt")
     result = pytester.runpytest(f"--model={tiny_model}", f"--data-dir={data_mirror}", "--limit=2", "arc_mt", "-k", "fi",
-                                "--model-args=device_map=gpu")
+                                "--score-only", "--model-args=device_map=gpu")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*--model-args device_map: unknown device 'gpu'*"])
     result.stdout.no_fnmatch_line("*Traceback*")

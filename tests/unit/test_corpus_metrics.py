@@ -21,7 +21,7 @@ from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.statistics import Verdict
 from pytest_modelbench.metrics.aggregate import score_task
 from pytest_modelbench.metrics.registry import resolve_metrics
-from pytest_modelbench.report import RESULTS_SCHEMA, results_document
+from pytest_modelbench.report import RESULTS_SCHEMA, results_document, task_results
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
@@ -141,7 +141,8 @@ def test_log_samples_hold_the_statistics_and_the_results_json_stays_valid(config
     import jsonschema
 
     corpus = ORACLE["first_three"]
-    document = results_document([evaluation(config, corpus["references"], corpus["predictions"])], RUN_CONFIG, True, {})
+    results = task_results(evaluation(config, corpus["references"], corpus["predictions"]), log_samples=True)
+    document = results_document([results], RUN_CONFIG, {})
     jsonschema.validate(document, json.loads(RESULTS_SCHEMA.read_text()))
     assert document["results"]["translate"]["ter,none"] == pytest.approx(corpus["ter"], abs=1e-9)
     assert len(document["samples"]["translate"][0]["metrics"]["chrf,none"]) == 18  # 6 character orders x 3 counts

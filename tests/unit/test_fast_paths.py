@@ -318,7 +318,7 @@ def test_progress_shows_under_pytest_output_capture(pytester, tiny_model, data_m
     monkeypatch.setenv("MODELBENCH_PROGRESS_INTERVAL", "1e-9")
     monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(tmp_path / "cache"))
     result = pytester.runpytest(f"--model={tiny_model}", f"--data-dir={data_mirror}", "--limit=4", "--batch-size=1",
-                                "arc_mt", "-k", "fi")  # default capture (fd): the lines must still reach the terminal
+                                "--score-only", "arc_mt", "-k", "fi")  # default capture (fd): the lines must still reach the terminal
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["modelbench: arc_challenge_mt_fi: */4 documents (*%), * documents/s, ETA *",
                                  "modelbench: arc_challenge_mt_fi: 4/4 documents (100%), * done in *"])

@@ -186,7 +186,7 @@ def arc_suite(pytester):
 def test_rerun_uses_the_cache_and_no_cache_bypasses_it(pytester, tiny_model, data_mirror, arc_suite, monkeypatch,
                                                        tmp_path):
     monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    args = [f"--model={tiny_model}", f"--data-dir={data_mirror}", "--limit=3", "arc_mt", "-k", "fi"]
+    args = [f"--model={tiny_model}", f"--data-dir={data_mirror}", "--limit=3", "--score-only", "arc_mt", "-k", "fi"]
     first = tmp_path / "first.json"
     pytester.runpytest(*args, f"--results-json={first}").assert_outcomes(passed=1)
     assert rows_in(tmp_path / "cache" / "scores.sqlite") > 0
