@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Mapping
 
 from pytest_modelbench.evaluation import TaskEvaluation
 from pytest_modelbench.metrics.aggregate import MetricSummary
+from pytest_modelbench.tasks.identity import TaskId
 
-RESULTS_FORMAT = "pytest-modelbench-results/1"  # bump on an incompatible change, with the schema
+# bump on an incompatible change, with the schema; 2: tasks keyed by '<suite>/<task>' (1: by task name alone)
+RESULTS_FORMAT = "pytest-modelbench-results/2"
 RESULTS_SCHEMA = Path(__file__).parent / "schemas" / "results.schema.json"
 
 
@@ -20,16 +22,16 @@ def format_summary(summary: MetricSummary) -> str:
     return f"{summary.value:.4f}{stderr}"
 
 
-def summary_rows(evaluations: Iterable[TaskEvaluation]) -> list[tuple[str, str, str, str, str]]:
-    """Rows of (task, category, metric, value ± stderr, n); category '' is the whole task."""
+def summary_rows(evaluations: Mapping[TaskId, TaskEvaluation]) -> list[tuple[str, str, str, str, str]]:
+    """Rows of (suite/task, category, metric, value ± stderr, n); category '' is the whole task."""
     rows = []
-    for evaluation in evaluations:
+    for identity, evaluation in evaluations.items():
         scores = evaluation.scores
         for name, summary in scores.overall.items():
-            rows.append((scores.task, "", name, format_summary(summary), str(summary.n)))
+            rows.append((identity.key, "", name, format_summary(summary), str(summary.n)))
         for category, metrics in scores.by_category.items():
             for name, summary in metrics.items():
-                rows.append((scores.task, category, name, format_summary(summary), str(summary.n)))
+                rows.append((identity.key, category, name, format_summary(summary), str(summary.n)))
     return rows
 
 
@@ -49,26 +51,27 @@ def _metric_block(metrics: dict[str, MetricSummary]) -> dict[str, Any]:
 
 
 def results_document(
-    evaluations: Iterable[TaskEvaluation], run_config: dict[str, Any], log_samples: bool,
+    evaluations: Mapping[TaskId, TaskEvaluation], run_config: dict[str, Any], log_samples: bool,
     gate: dict[str, dict[str, Any]],
 ) -> dict:
-    """`gate`: each gated task's outcome (gate/report.py, GateResult.as_json)."""
-    evaluations = list(evaluations)
+    """Every section is keyed by the task's '<suite>/<task>' key; `tasks` maps each key to its suite and name.
+    `gate`: each gated task's outcome (gate/report.py, GateResult.as_json)."""
     document: dict[str, Any] = {
-        "format": RESULTS_FORMAT, "results": {}, "categories": {}, "n-shot": {}, "versions": {}, "config": run_config,
-        "gate": gate,
+        "format": RESULTS_FORMAT, "tasks": {}, "results": {}, "categories": {}, "n-shot": {}, "versions": {},
+        "config": run_config, "gate": gate,
     }
-    for evaluation in evaluations:
-        task = evaluation.scores.task
-        document["results"][task] = _metric_block(evaluation.scores.overall)
+    for identity, evaluation in evaluations.items():
+        key = identity.key
+        document["tasks"][key] = {"suite": identity.suite, "task": identity.task}
+        document["results"][key] = _metric_block(evaluation.scores.overall)
         if evaluation.scores.by_category:
-            document["categories"][task] = {
+            document["categories"][key] = {
                 category: _metric_block(metrics) for category, metrics in evaluation.scores.by_category.items()
             }
-        document["n-shot"][task] = evaluation.prepared.num_fewshot
-        document["versions"][task] = evaluation.prepared.config.version
+        document["n-shot"][key] = evaluation.prepared.num_fewshot
+        document["versions"][key] = evaluation.prepared.config.version
     if log_samples:
-        document["samples"] = {evaluation.scores.task: _samples(evaluation) for evaluation in evaluations}
+        document["samples"] = {identity.key: _samples(evaluation) for identity, evaluation in evaluations.items()}
     return document
 
 
