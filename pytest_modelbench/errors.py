@@ -9,6 +9,10 @@ class TaskConfigError(ModelbenchError):
     """A task YAML that cannot be loaded: syntax, unknown key, bad include, refused code."""
 
 
+class DuplicateTaskError(TaskConfigError):
+    """Two task files of one suite whose tasks would share one baseline file and one row of the results."""
+
+
 class DocumentError(ModelbenchError):
     """A document the task's templates cannot turn into requests."""
 

@@ -27,6 +27,7 @@ from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.runner import BenchRunner
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL
 from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_config
+from pytest_modelbench.tasks.identity import TaskRegistry, identify
 from pytest_modelbench.tasks.yaml_loader import load_merged_yaml
 
 _YAML_SUFFIXES = (".yaml", ".yml")
@@ -50,13 +51,16 @@ class ModelbenchModel:
         """A task YAML's evaluation (scores per metric, overall and per category; per-document log-likelihoods).
 
         `task`: a path to a task YAML (relative paths from the rootdir), or a task name found in the
-        `modelbench_suites` folders. A task this session already scored is not scored again.
+        `modelbench_suites` folders (in one suite only). A task this session already scored is not scored again.
         """
+        from pytest_modelbench.plugin import TASKS_KEY
+
         config = self._task_config(task)
-        done = self._runner.evaluations.get(config.task)
-        if done is not None and done.prepared.config.source == config.source:
-            return done
-        return self._runner.evaluate(config)
+        identity = identify(config.source, config.task, self._config.getini("modelbench_suites"))
+        # Refuses another file of the same suite and name as a task of this session: its row would replace that one.
+        self._config.stash.setdefault(TASKS_KEY, TaskRegistry()).add(identity, config.source)
+        done = self._runner.evaluations.get(identity)
+        return done if done is not None else self._runner.evaluate(config, identity)
 
     def _task_config(self, task: str | os.PathLike) -> TaskConfig:
         allow_code = self._config.getoption("--allow-task-code")
@@ -69,10 +73,18 @@ class ModelbenchModel:
 
     def _find(self, name: str) -> Path:
         folders = [Path(p) for p in self._config.getini("modelbench_suites")]
-        for folder in folders:
-            for path in sorted(folder.rglob("*")):
-                if path.suffix in _YAML_SUFFIXES and is_task_file(path) and _task_name(path) == name:
-                    return path
+        found = sorted({
+            path for folder in folders for path in folder.rglob("*")
+            if path.suffix in _YAML_SUFFIXES and is_task_file(path) and _task_name(path) == name
+        })
+        if len(found) == 1:
+            return found[0]
+        if found:
+            where = ", ".join(f"{identify(path, name, folders).key} ({path})" for path in found)
+            raise TaskConfigError(
+                f"modelbench_model.evaluate: task name {name!r} is defined by {len(found)} task files: {where}; "
+                "pass the path of its task YAML"
+            )
         shown = ", ".join(str(f) for f in folders) or "none"
         raise TaskConfigError(
             f"modelbench_model.evaluate: no task named {name!r} in the modelbench_suites folders ({shown}); "

@@ -48,20 +48,22 @@ class TaskInspection:
         option = self.config.option
         if option.collectonly or (session.testsfailed and not option.continue_on_collection_errors):
             return None  # pytest's own loop reports the collection errors and stops
-        configs = [item.task_config for item in session.items if hasattr(item, "task_config")]
+        items = [item for item in session.items if hasattr(item, "task_config")]
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if option.list_tasks:
-            self._list(configs, reporter)
+            self._list(items, reporter)
         if option.show_prompts:
-            session.testsfailed += self._preview(configs, reporter)
+            session.testsfailed += self._preview([item.task_config for item in items], reporter)
         return True
 
-    def _list(self, configs: list[TaskConfig], reporter: Any) -> None:
+    def _list(self, items: list[Any], reporter: Any) -> None:
+        """`items`: the task items collected (plugin.py, TaskItem)."""
         gate = self.config.stash[GATE_KEY]
         reporter.section(f"modelbench tasks (baseline '{gate.baseline_name}' in {gate.display(gate.name_dir)})")
         rows = [
-            task_row(config, self.options.num_fewshot, gate.baseline_path(config.source, config.task).is_file())
-            for config in configs
+            task_row(item.task_id.key, item.task_config, self.options.num_fewshot,
+                     gate.baseline_path(item.task_id).is_file())
+            for item in items
         ]
         for line in format_table(LISTING_HEADER, rows):
             reporter.write_line(line)

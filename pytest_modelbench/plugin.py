@@ -19,6 +19,7 @@ from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
 from pytest_modelbench.scoring.progress import pytest_sink as progress_sink
 from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_config
 from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
+from pytest_modelbench.tasks.identity import TaskId, TaskRegistry, identify
 
 RUNNER_KEY = pytest.StashKey[BenchRunner]()
 RESULTS_PATH_KEY = pytest.StashKey[Path | None]()
@@ -26,6 +27,7 @@ GATHERED_KEY = pytest.StashKey[GatheredResults]()
 SCOPE_ROOTS_KEY = pytest.StashKey[frozenset]()
 TASK_FILES_KEY = pytest.StashKey[dict]()  # on a folder's collector: file path -> its TaskFile, or None
 REFUSED_KEY = pytest.StashKey[list]()  # (task file, error message) for each task file that cannot be loaded
+TASKS_KEY = pytest.StashKey[TaskRegistry]()  # the session's task files, by suite and task (tasks/identity.py)
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
@@ -146,10 +148,12 @@ class TaskFile(pytest.File):
         try:
             config = load_task_config(self.path, allow_task_code=self.config.getoption("--allow-task-code"))
             resolve_metrics(config)
+            identity = identify(self.path, config.task, self.config.getini("modelbench_suites"))
+            self.config.stash.setdefault(TASKS_KEY, TaskRegistry()).add(identity, self.path)
         except ModelbenchError as exc:
             self.config.stash.setdefault(REFUSED_KEY, []).append((self.path, str(exc)))
             raise
-        item = TaskItem.from_parent(self, name=config.task, task_config=config)
+        item = TaskItem.from_parent(self, name=config.task, task_config=config, task_id=identity)
         item.add_marker("modelbench")
         for tag in config.tag:
             self.config.addinivalue_line("markers", f"{tag}: lm-eval tag")
@@ -163,16 +167,17 @@ class TaskFile(pytest.File):
 
 
 class TaskItem(pytest.Item):
-    def __init__(self, *, task_config: TaskConfig, **kwargs):
+    def __init__(self, *, task_config: TaskConfig, task_id: TaskId, **kwargs):
         super().__init__(**kwargs)
         self.task_config = task_config
+        self.task_id = task_id
 
     def runtest(self) -> None:
         runner = self.config.stash[RUNNER_KEY]
         if runner.options.model is None:
             pytest.skip(f"no --model given (try --model={DEFAULT_MODEL})")
         gate.check_ready(self)  # fails closed, before scoring, when there are no baselines to compare with
-        evaluation = runner.evaluate(self.task_config)
+        evaluation = runner.evaluate(self.task_config, self.task_id)
         gate.check_item(self, evaluation, runner)  # baseline gate: fails on a regression, see gate/pytest_integration.py
 
     def repr_failure(self, excinfo, style=None):

@@ -12,8 +12,10 @@ from typing import Any, Iterable
 
 from pytest_modelbench.evaluation import TaskEvaluation
 from pytest_modelbench.metrics.aggregate import MetricSummary
+from pytest_modelbench.tasks.identity import TaskId
 
-RESULTS_FORMAT = "pytest-modelbench-results/1"  # bump on an incompatible change, with the schema
+# bump on an incompatible change, with the schema; 2: tasks keyed by '<suite>/<task>' (1: by task name alone)
+RESULTS_FORMAT = "pytest-modelbench-results/2"
 RESULTS_SCHEMA = Path(__file__).parent / "schemas" / "results.schema.json"
 
 
@@ -24,13 +26,13 @@ def format_summary(summary: MetricSummary) -> str:
     return f"{summary.value:.4f}{stderr}"
 
 
-def summary_rows(evaluation: TaskEvaluation) -> list[tuple[str, str, str, str, str]]:
-    """Rows of (task, category, metric, value ± stderr, n); category '' is the whole task."""
+def summary_rows(identity: TaskId, evaluation: TaskEvaluation) -> list[tuple[str, str, str, str, str]]:
+    """Rows of (suite/task, category, metric, value ± stderr, n); category '' is the whole task."""
     scores = evaluation.scores
-    rows = [(scores.task, "", name, format_summary(summary), str(summary.n)) for name, summary in scores.overall.items()]
+    rows = [(identity.key, "", name, format_summary(summary), str(summary.n)) for name, summary in scores.overall.items()]
     for category, metrics in scores.by_category.items():
         for name, summary in metrics.items():
-            rows.append((scores.task, category, name, format_summary(summary), str(summary.n)))
+            rows.append((identity.key, category, name, format_summary(summary), str(summary.n)))
     return rows
 
 
@@ -49,12 +51,14 @@ def _metric_block(metrics: dict[str, MetricSummary]) -> dict[str, Any]:
     return block
 
 
-def task_results(evaluation: TaskEvaluation, log_samples: bool) -> dict[str, Any]:
+def task_results(identity: TaskId, evaluation: TaskEvaluation, log_samples: bool) -> dict[str, Any]:
     """One task's scores-table rows and results-JSON parts, as JSON data (what an xdist worker sends)."""
     scores = evaluation.scores
     results: dict[str, Any] = {
-        "task": scores.task,
-        "rows": summary_rows(evaluation),
+        "key": identity.key,
+        "suite": identity.suite,
+        "task": identity.task,
+        "rows": summary_rows(identity, evaluation),
         "results": _metric_block(scores.overall),
         "categories": {category: _metric_block(metrics) for category, metrics in scores.by_category.items()},
         "n-shot": evaluation.prepared.num_fewshot,
@@ -69,20 +73,22 @@ def results_document(
     tasks: Iterable[dict[str, Any]], run_config: dict[str, Any], gate: dict[str, dict[str, Any]],
 ) -> dict:
     """`tasks`: each task's `task_results`, in the document's order; `gate`: each gated task's outcome
-    (gate/report.py, GateResult.as_json), listed by task name."""
+    (gate/report.py, GateResult.as_json). Every section is keyed by the task's '<suite>/<task>' key; `tasks` maps each
+    key to its suite and name."""
     document: dict[str, Any] = {
-        "format": RESULTS_FORMAT, "results": {}, "categories": {}, "n-shot": {}, "versions": {}, "config": run_config,
-        "gate": dict(sorted(gate.items())),
+        "format": RESULTS_FORMAT, "tasks": {}, "results": {}, "categories": {}, "n-shot": {}, "versions": {},
+        "config": run_config, "gate": dict(sorted(gate.items())),
     }
     for results in tasks:
-        task = results["task"]
-        document["results"][task] = results["results"]
+        key = results["key"]
+        document["tasks"][key] = {"suite": results["suite"], "task": results["task"]}
+        document["results"][key] = results["results"]
         if results["categories"]:
-            document["categories"][task] = results["categories"]
-        document["n-shot"][task] = results["n-shot"]
-        document["versions"][task] = results["version"]
+            document["categories"][key] = results["categories"]
+        document["n-shot"][key] = results["n-shot"]
+        document["versions"][key] = results["version"]
         if "samples" in results:
-            document.setdefault("samples", {})[task] = results["samples"]
+            document.setdefault("samples", {})[key] = results["samples"]
     return document
 
 

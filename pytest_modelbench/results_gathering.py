@@ -27,7 +27,7 @@ class GatheredResults:
         self.runner = runner
         self.log_samples = log_samples
         self._reported = 0  # how many of this process's evaluations (runner.evaluations, in order) went into a report
-        self._gathered: dict[str, dict[str, Any]] = {}  # task -> its task_results, from the reports
+        self._gathered: dict[str, dict[str, Any]] = {}  # '<suite>/<task>' -> its task_results, from the reports
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
@@ -35,19 +35,20 @@ class GatheredResults:
         evaluations = self.runner.evaluations
         # New tasks are appended to the dict; a task scored again keeps its place and its first report stands
         # (the same task on the same model). Only the tail is read: a run of thousands of tasks stays linear.
-        new = list(islice(reversed(evaluations.values()), len(evaluations) - self._reported))[::-1]
+        new = list(islice(reversed(evaluations.items()), len(evaluations) - self._reported))[::-1]
         if new:
             self._reported = len(evaluations)
-            setattr(report, REPORT_ATTRIBUTE,
-                    json.dumps([task_results(evaluation, self.log_samples) for evaluation in new]))
+            setattr(report, REPORT_ATTRIBUTE, json.dumps(
+                [task_results(identity, evaluation, self.log_samples) for identity, evaluation in new]
+            ))
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         text = getattr(report, REPORT_ATTRIBUTE, None)
         if text:
             for results in json.loads(text):
-                self._gathered[results["task"]] = results
+                self._gathered[results["key"]] = results
 
     def tasks(self) -> list[dict[str, Any]]:
-        """Each task's results, by task name (the same order whichever worker scored which task)."""
+        """Each task's results, by '<suite>/<task>' key (the same order whichever worker scored which task)."""
         return [self._gathered[task] for task in sorted(self._gathered)]

@@ -14,6 +14,7 @@ from pytest_modelbench.scoring.loading import (
     LoadedModel, detect_model_type, load_model, load_tokenizer, resolve_model_source,
 )
 from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.identity import TaskId
 from pytest_modelbench.tasks.prompt_format import PromptFormat, prompt_format
 from pytest_modelbench.tasks.task import prepare_task
 from pytest_modelbench.third_party_output import loading_output
@@ -49,7 +50,7 @@ class RunOptions:
 @dataclass
 class BenchRunner:
     options: RunOptions
-    evaluations: dict[str, TaskEvaluation] = field(default_factory=dict)
+    evaluations: dict[TaskId, TaskEvaluation] = field(default_factory=dict)  # by suite and task (tasks/identity.py)
     _loaded: LoadedModel | None = None
     _load_error: ModelbenchError | None = None
     _backend: Backend | None = None
@@ -87,7 +88,7 @@ class BenchRunner:
                 raise
         return self._backend
 
-    def evaluate(self, config: TaskConfig) -> TaskEvaluation:
+    def evaluate(self, config: TaskConfig, identity: TaskId) -> TaskEvaluation:
         with loading_output(self.options.third_party_output):
             prepared = prepare_task(
                 config, data_dir=self.options.data_dir, num_fewshot=self.options.num_fewshot, limit=self.options.limit,
@@ -95,7 +96,7 @@ class BenchRunner:
             )
         # Bound to the task: progress counts its documents; a masked LM scores whole documents (CrowS shared tokens).
         evaluation = evaluate_task(prepared, self.backend())
-        self.evaluations[config.task] = evaluation
+        self.evaluations[identity] = evaluation
         return evaluation
 
     def batch_size_for(self, output_type: str) -> int | str:

@@ -42,6 +42,7 @@ from pytest_modelbench import cli_options
 from pytest_modelbench.errors import BaselineError, ModelbenchError
 from pytest_modelbench.tasks.config import gate_value_problem
 from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
+from pytest_modelbench.tasks.identity import TaskId, safe_file_stem, suite_of
 from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.gate.baseline import (
     Provenance,
@@ -162,10 +163,6 @@ def _check_cli_tolerance(config: pytest.Config) -> dict[str, float]:
     return overrides
 
 
-def safe_file_stem(task: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", task).lstrip(".") or "_"
-
-
 def _package_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for name in PACKAGES:
@@ -229,7 +226,7 @@ class GateSession:
         self.no_cleanup = bool(getattr(option, "no_cleanup", False))
         self.baseline_ref = self._baseline_ref()
         self.score_only = self._score_only()
-        self.suite_roots = sorted((Path(p) for p in config.getini("modelbench_suites")), key=lambda p: -len(p.parts))
+        self.suite_roots = [Path(p) for p in config.getini("modelbench_suites")]
         self.suite_dirs: set[Path] = set()
         self.error_control = config.getoption("--gate-error-control")
         self.gated_tasks = 1  # tasks sharing alpha; counted when collection finishes
@@ -290,18 +287,8 @@ class GateSession:
     def name_dir(self) -> Path:
         return self.baselines_dir / self.baseline_name
 
-    def suite_key(self, yaml_path: Path) -> str:
-        folder = Path(yaml_path).resolve().parent
-        for root in self.suite_roots:
-            root = root.resolve()
-            if folder == root:
-                return root.name
-            if root in folder.parents:
-                return folder.relative_to(root).as_posix()
-        return folder.name
-
-    def baseline_path(self, yaml_path: Path, task: str) -> Path:
-        return self.name_dir / self.suite_key(yaml_path) / f"{safe_file_stem(task)}.json"
+    def baseline_path(self, identity: TaskId) -> Path:
+        return self.name_dir / identity.suite / f"{identity.file_stem}.json"
 
     def display(self, path: Path | str) -> str:
         try:
@@ -354,22 +341,23 @@ class GateSession:
     def check_ready(self, item: pytest.Item) -> None:
         if not self.baselines_missing:
             return
-        task_config = item.task_config  # type: ignore[attr-defined]
-        path = self.baseline_path(task_config.source, task_config.task)
-        self._record(item, GateResult(task_config.task, STATUS_MISSING, baseline=self.display(path),
+        identity: TaskId = item.task_id  # type: ignore[attr-defined]
+        self._record(item, GateResult(task=identity.key, status=STATUS_MISSING,
+                                      baseline=self.display(self.baseline_path(identity)),
                                       baseline_name=self.baseline_name, note="no baselines of this name"))
         raise BaselineError(self.missing_baselines_message())
 
     def check(self, item: pytest.Item, evaluation: Any, runner: Any) -> None:
         task_config = evaluation.prepared.config
-        path = self.baseline_path(task_config.source, task_config.task)
+        identity: TaskId = item.task_id  # type: ignore[attr-defined]
+        path = self.baseline_path(identity)
         shown = self.display(path)
-        common: dict[str, Any] = {"baseline": shown, "baseline_name": self.baseline_name}
+        common: dict[str, Any] = {"task": identity.key, "baseline": shown, "baseline_name": self.baseline_name}
         if self.score_only:
-            self._record(item, GateResult(task_config.task, STATUS_OFF, note="--score-only: no gate ran", **common))
+            self._record(item, GateResult(status=STATUS_OFF, note="--score-only: no gate ran", **common))
             return
         candidate = record_from_evaluation(
-            evaluation, suite=self.suite_key(task_config.source), baseline_name=self.baseline_name,
+            evaluation, suite=identity.suite, baseline_name=self.baseline_name,
             provenance=self.provenance(evaluation, runner), tolerance=self.tolerance(task_config),
         )
         candidate_text = dumps(candidate)
@@ -383,20 +371,20 @@ class GateSession:
 
         if outcome is None:
             if written:
-                self._record(item, GateResult(task, STATUS_CREATED, note=f"baseline written to {shown}", **common))
+                self._record(item, GateResult(status=STATUS_CREATED, note=f"baseline written to {shown}", **common))
                 return
             at_ref = "" if self.baseline_ref is None else f" at git ref {self.baseline_ref.ref}"
-            self._record(item, GateResult(task, STATUS_MISSING, note=f"no baseline{at_ref}", **common))
+            self._record(item, GateResult(status=STATUS_MISSING, note=f"no baseline{at_ref}", **common))
             raise BaselineError(
                 f"{path}: no baseline '{self.baseline_name}' for task '{task}'{at_ref}; record one from a trusted "
                 "model with pytest --snapshot-update"
             )
         if outcome.comparison is None:
             if written:
-                self._record(item, GateResult(task, STATUS_UPDATED, note=f"re-recorded ({_first_clause(outcome.problem)})", **common))
+                self._record(item, GateResult(status=STATUS_UPDATED, note=f"re-recorded ({_first_clause(outcome.problem)})", **common))
                 return
             status = STATUS_REBASELINE if outcome.kind == "rebaseline" else STATUS_INVALID
-            self._record(item, GateResult(task, status, note=_first_clause(outcome.problem), **common))
+            self._record(item, GateResult(status=status, note=_first_clause(outcome.problem), **common))
             raise BaselineError(f"{path}: {outcome.problem}")
 
         comparison = outcome.comparison
@@ -461,7 +449,7 @@ class GateSession:
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         if item.path is not None and item.path.suffix in _YAML_SUFFIXES and hasattr(item, "runtest"):
             if type(item).__name__ == "TaskItem":
-                self.suite_dirs.add(Path(item.path).resolve().parent)
+                self.suite_dirs.add(Path(item.path).parent.resolve())
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
@@ -553,7 +541,7 @@ class GateSession:
         defined: dict[Path, set[str]] = {}
         unknown: set[Path] = set()
         for suite_dir in sorted(self.suite_dirs):
-            folder = self.name_dir / self.suite_key(suite_dir / "x.yaml")
+            folder = self.name_dir / suite_of(suite_dir, self.suite_roots)
             names = defined.setdefault(folder, set())
             for yaml_path in sorted(suite_dir.iterdir()):
                 if yaml_path.suffix not in _YAML_SUFFIXES or not yaml_path.is_file() or not is_task_file(yaml_path):
@@ -593,6 +581,6 @@ def _stored_provenance(stored_text: str | None) -> dict[str, Any] | None:
 
 
 def outcomes_json(config: pytest.Config) -> dict[str, dict[str, Any]]:
-    """Each gated task's outcome for --results-json, by task name."""
+    """Each gated task's outcome for --results-json, by its '<suite>/<task>' key."""
     session = config.stash.get(GATE_KEY, None)
     return {} if session is None else {result.task: result.as_json() for result in session.results}

@@ -119,7 +119,7 @@ def properties(result: "GateResult") -> list[tuple[str, str]]:
 class GateResult:
     """A task's gate outcome in transportable form (rebuilt from user_properties on the xdist controller)."""
 
-    task: str
+    task: str  # the task's '<suite>/<task>' key (tasks/identity.py)
     status: str
     baseline: str
     baseline_name: str
@@ -140,7 +140,7 @@ class GateResult:
     @classmethod
     def from_comparison(cls, comparison: TaskComparison, **kwargs: Any) -> "GateResult":
         return cls(
-            task=comparison.task, status=STATUS_COMPARED, verdict=comparison.verdict.value,
+            status=STATUS_COMPARED, verdict=comparison.verdict.value,
             n_documents=comparison.n_documents, entries=[entry_json(e) for e in comparison.worst_first()],
             alpha=comparison.tolerance.alpha, tasks=comparison.tolerance.tasks, **kwargs,
         )

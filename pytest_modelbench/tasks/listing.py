@@ -8,11 +8,12 @@ from pytest_modelbench.tasks.task import effective_num_fewshot
 LISTING_HEADER = ("task", "tag", "dataset", "split", "metrics", "few-shot", "baseline")
 
 
-def task_row(config: TaskConfig, num_fewshot: int | None, has_baseline: bool) -> tuple[str, ...]:
-    """`num_fewshot`: the --num-fewshot override, applied by lm-eval's rule as when scoring."""
+def task_row(key: str, config: TaskConfig, num_fewshot: int | None, has_baseline: bool) -> tuple[str, ...]:
+    """`key`: the task's '<suite>/<task>' (tasks/identity.py); `num_fewshot`: the --num-fewshot override, applied
+    by lm-eval's rule as when scoring."""
     dataset = "/".join(part for part in (config.dataset_path, config.dataset_name) if part) or "-"
     return (
-        config.task,
+        key,
         ", ".join(config.tag) or "-",
         dataset,
         config.eval_split or "-",

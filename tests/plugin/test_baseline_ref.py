@@ -43,11 +43,11 @@ def test_lowered_working_tree_baseline_still_fails_the_regressed_checkpoint(pyte
     result.stdout.fnmatch_lines([
         f"*task '{TASK}' regressed against baseline 'default'*",
         "*baselines read from git ref HEAD, not from the working tree*",
-        f"*working tree differs from HEAD: {SHOWN} (task {TASK}); the gate used the ref's file*",
+        f"*working tree differs from HEAD: {SHOWN} (task probe/{TASK}); the gate used the ref's file*",
     ])
     assert f"- working tree differs from HEAD: {SHOWN}" in md.read_text()
     assert "<td>yes</td>" in html.read_text() and "baselines read from git ref HEAD" in html.read_text()
-    outcome = json.loads(results.read_text())["gate"][TASK]
+    outcome = json.loads(results.read_text())["gate"][f"probe/{TASK}"]
     assert (outcome["status"], outcome["baseline_ref"], outcome["working_tree_differs"]) == ("regressed", "HEAD", True)
 
     git(pytester.path, "commit", "-q", "-am", "lowered")  # once the ref holds the same files, nothing differs

@@ -44,15 +44,15 @@ def test_masked_model_runs_the_bias_suite_with_category_tables(pytester, bias_su
         "*stereoset_intersentence*religion*ss*",
     ])
     document = json.loads(out.read_text())
-    assert set(document["results"]) == set(BIAS_TASKS)
-    english = document["categories"]["crows_pairs_english"]
+    assert set(document["results"]) == {f"bias/{task}" for task in BIAS_TASKS}
+    english = document["categories"]["bias/crows_pairs_english"]
     assert list(english) == ["race-color", "gender", "socioeconomic", "nationality", "religion", "age",
                              "sexual-orientation", "physical-appearance", "disability"]
     assert english["religion"] == {"likelihood_diff": None, "likelihood_diff_stderr": None,
                                      "pct_stereotype": None, "pct_stereotype_stderr": None, "n": 0}
     assert sum(block["n"] for block in english.values()) == 12
-    assert list(document["categories"]["crows_pairs_french"])[-1] == "autre"
-    intra = document["results"]["stereoset_intrasentence"]
+    assert list(document["categories"]["bias/crows_pairs_french"])[-1] == "autre"
+    intra = document["results"]["bias/stereoset_intrasentence"]
     assert set(intra) >= {"lms", "ss", "icat"} and intra["icat_stderr"] is None  # aggregates carry no stderr
     assert intra["icat"] == pytest.approx(intra["lms"] * min(intra["ss"], 1 - intra["ss"]) / 0.5)
 

@@ -22,7 +22,7 @@ def test_repository_custom_test_uses_the_session_model(pytester, tiny_model, dat
                                 "-p", "no:cacheprovider", CUSTOM_TEST, "-v")
     result.assert_outcomes(passed=2)
     # evaluate() ran the task once, in the session's runner: its scores are in the session's table
-    result.stdout.fnmatch_lines(["*modelbench scores*", "crows_pairs_english*pct_stereotype*20"])
+    result.stdout.fnmatch_lines(["*modelbench scores*", "bias/crows_pairs_english*pct_stereotype*20"])
 
 
 def test_custom_test_without_a_model_is_skipped_with_the_reason(pytester):

@@ -76,7 +76,7 @@ def test_exact_match_drop_fails_the_gate_and_the_same_model_passes(pytester, tin
         assert entries[("exact_match,raw", "agree")] == "pass"
     result.stdout.fnmatch_lines(["metric*category*n*baseline*candidate*delta*margin*p-value*MDE*verdict",
                                  "exact_match,raw*disagree*1.0000*0.0000*-1.0000*regressed"])
-    samples = json.loads(results.read_text())["samples"][TASK]
+    samples = json.loads(results.read_text())["samples"][f"gen/{TASK}"]
     bad_answers = greedy_answers(bad_model, PROMPTS)
     assert [s["generation"] for s in samples] == bad_answers
     assert [s["filtered"]["lower"] for s in samples] == [answer.lower() for answer in bad_answers]
@@ -155,6 +155,6 @@ def test_a_sampled_task_reproduces_its_baseline_from_the_cache_too_and_another_b
 
     monkeypatch.setattr(transformers.GenerationMixin, "generate", refuse_to_generate)
     run_gate(pytester, tiny_model, "--log-samples", f"--results-json={third}").assert_outcomes(passed=1)
-    generations = [[s["generation"] for s in json.loads(path.read_text())["samples"][TASK]]
+    generations = [[s["generation"] for s in json.loads(path.read_text())["samples"][f"gen/{TASK}"]]
                    for path in (first, second, third)]
     assert generations[0] == generations[1] == generations[2] and len(set(generations[0])) > 1

@@ -31,7 +31,7 @@ def test_record_then_same_model_passes_at_batch_size_1_and_8(pytester, tiny_mode
         result = run_gate(pytester, tiny_model, f"--batch-size={batch_size}", f"--md-report={md}")
         result.assert_outcomes(passed=1)
         result.stdout.fnmatch_lines(["*1 snapshot passed.*", "*1 task(s): 1 pass*"])
-        assert "gate **passed**" in md.read_text() and "| gate_probe | pass |" in md.read_text()
+        assert "gate **passed**" in md.read_text() and "| probe/gate_probe | pass |" in md.read_text()
     # --snapshot-update with everything inside the band rewrites nothing (not even the date)
     result = run_gate(pytester, tiny_model, "--batch-size=8", "--snapshot-update")
     result.assert_outcomes(passed=1)
@@ -60,11 +60,11 @@ def test_worse_model_fails_with_the_category_table(pytester, tiny_model, bad_mod
         "*1 snapshot failed.*",
         "*false blocks: at most 0.05 for the 1 gated task(s) together when nothing regressed past its margin*",
         "task*gate*detail*caught at 80%",
-        "gate_probe*regressed*acc ?disagree? -1.0000*acc 0.2*",  # 0.01 + (z_0.975 + z_0.8) × 0.08
+        "probe/gate_probe*regressed*acc ?disagree? -1.0000*acc 0.2*",  # 0.01 + (z_0.975 + z_0.8) × 0.08
     ])
     assert "Traceback" not in result.stdout.str()
     text = md.read_text()
-    assert "gate **failed**" in text and "### gate_probe: regressed" in text
+    assert "gate **failed**" in text and "### probe/gate_probe: regressed" in text
     assert "| acc | disagree | 20 | 1.0000 | 0.0000 | -1.0000 | 0.0100 | <0.0001 |" in text
     assert baseline_file(pytester).read_bytes() == stored  # a failing run never touches the baseline
     check_results_json(results, tiny_model)
@@ -181,7 +181,7 @@ def check_results_json(path, baseline_model):
 
     document = json.loads(path.read_text())
     jsonschema.validate(document, json.loads(RESULTS_SCHEMA.read_text()))
-    outcome = document["gate"][TASK]
+    outcome = document["gate"][f"{SUITE}/{TASK}"]
     assert outcome["status"] == "regressed"
     assert outcome["baseline"] == f"baselines/default/{SUITE}/{TASK}.json"
     assert outcome["baseline_provenance"]["model"] == str(baseline_model)

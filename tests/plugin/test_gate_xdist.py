@@ -44,7 +44,7 @@ def test_two_workers_write_baselines_without_corrupting_them(pytester, tiny_mode
         "*1 unused baseline deleted.*",
         "Deleted retired (baselines/default/probe/retired.json)",
     ])
-    assert "| gate_probe_1 | updated | re-recorded (corrupt baseline, not valid JSON" in md.read_text()
+    assert "| probe/gate_probe_1 | updated | re-recorded (corrupt baseline, not valid JSON" in md.read_text()
     assert sorted(p.name for p in folder.iterdir()) == sorted(f"{t}.json" for t in TASKS)  # no temporary files
     for task in TASKS:
         record = parse(baseline_file(pytester, task).read_text(), baseline_file(pytester, task))

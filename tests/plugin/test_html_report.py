@@ -38,7 +38,7 @@ def test_regressed_bias_run_html_report_renders_its_charts_in_chromium(pytester,
     # the probe's pairs: half flip to the stereotyped sentence under the bad model; they are listed with their text
     rows = (bias_probe_mirror / "jannalu/crows_pairs_multilingual/english/test.jsonl").read_text().splitlines()
     sent_more = {json.loads(row)["sent_more"] for row in rows}
-    crows = html[html.index('id="task-crows_pairs_english"'):]
+    crows = html[html.index('id="task-bias/crows_pairs_english"'):]
     crows = crows[:crows.index("</section>")]
     listed = [unescape(text) for text in re.findall(r"<pre class=\"gold\">0: (.*?) ← gold</pre>", crows)]
     assert len(listed) >= 5 and set(listed) <= sent_more and crows.count("<b>flipped</b>") >= 5

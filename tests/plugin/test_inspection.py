@@ -91,9 +91,9 @@ def test_list_and_preview_name_each_task_that_cannot_render(pytester):
     result.stdout.fnmatch_lines([
         "*modelbench tasks (baseline 'nightly' in baselines/nightly)*",
         "task * tag * dataset * split * metrics * few-shot * baseline",
-        "bad_field * - * json * train * acc, acc_norm * 0 * no",
-        "no_data * - * json * train * acc * 3 from 'train' (first_n) * no",
-        "renders * probe * json * train * acc, acc_norm * 0 * yes",
+        "local/bad_field * - * json * train * acc, acc_norm * 0 * no",
+        "local/no_data * - * json * train * acc * 3 from 'train' (first_n) * no",
+        "local/renders * probe * json * train * acc, acc_norm * 0 * yes",
         "*modelbench prompt preview*",
         "FAILED bad_field: DocumentError: *bad_field.yaml: task 'bad_field', document 0*question*",
         "FAILED no_data: DatasetError: *no_data.yaml: task 'no_data': cannot load split 'train'*",

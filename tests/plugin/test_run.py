@@ -41,10 +41,10 @@ def test_scores_summary_and_results_json(pytester, tiny_model, data_mirror, arc_
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*modelbench scores*", "*arc_challenge_mt_fi*acc_norm*±*5*"])
     document = json.loads(out.read_text())
-    assert set(document["results"]) == {"arc_challenge_mt_fi", "arc_challenge_mt_sv"}
-    block = document["results"]["arc_challenge_mt_fi"]
+    assert set(document["results"]) == {"arc_mt/arc_challenge_mt_fi", "arc_mt/arc_challenge_mt_sv"}
+    block = document["results"]["arc_mt/arc_challenge_mt_fi"]
     assert set(block) >= {"acc", "acc_stderr", "acc_norm", "acc_norm_stderr"}
-    samples = document["samples"]["arc_challenge_mt_fi"]
+    samples = document["samples"]["arc_mt/arc_challenge_mt_fi"]
     assert [s["doc_id"] for s in samples] == list(range(5))
     first = samples[0]
     assert len(first["requests"]) == len(first["loglikelihoods"]) == 4
@@ -165,7 +165,7 @@ def test_plain_scoring_option_selects_lm_evals_procedure(pytester, tiny_model, t
     assert document["config"]["shared_prefixes"] is not plain
     # the shared-prefix path ran exactly when --plain-scoring was not given
     assert bool(shared_prefix_batches) is not plain
-    samples = document["samples"]["arc_challenge_mt_fi"]
+    samples = document["samples"]["arc_mt/arc_challenge_mt_fi"]
     requests = [tuple(request) for sample in samples for request in sample["requests"]]
     values = [value for sample in samples for value in sample["loglikelihoods"]]
     expected = one_request_at_a_time(tiny_loaded, requests)

@@ -26,7 +26,7 @@ def loglikelihoods(pytester, tiny_model, data_mirror, out: Path, *args) -> list[
         f"--results-json={out}", "--log-samples", "--snapshot-update", *args,
     )
     result.assert_outcomes(passed=1)
-    samples = json.loads(out.read_text())["samples"]["arc_challenge_mt_fi"]
+    samples = json.loads(out.read_text())["samples"]["arc_mt/arc_challenge_mt_fi"]
     return [value for sample in samples for value in sample["loglikelihoods"]]
 
 

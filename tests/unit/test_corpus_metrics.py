@@ -23,6 +23,7 @@ from pytest_modelbench.metrics.aggregate import score_task
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.report import RESULTS_SCHEMA, results_document, task_results
 from pytest_modelbench.tasks.config import load_task_config
+from pytest_modelbench.tasks.identity import TaskId
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
 from tests.fixtures.gate_records import provenance
@@ -141,11 +142,12 @@ def test_log_samples_hold_the_statistics_and_the_results_json_stays_valid(config
     import jsonschema
 
     corpus = ORACLE["first_three"]
-    results = task_results(evaluation(config, corpus["references"], corpus["predictions"]), log_samples=True)
-    document = results_document([results], RUN_CONFIG, {})
+    scored = evaluation(config, corpus["references"], corpus["predictions"])
+    document = results_document([task_results(TaskId("mt", "translate"), scored, log_samples=True)], RUN_CONFIG, {})
     jsonschema.validate(document, json.loads(RESULTS_SCHEMA.read_text()))
-    assert document["results"]["translate"]["ter,none"] == pytest.approx(corpus["ter"], abs=1e-9)
-    assert len(document["samples"]["translate"][0]["metrics"]["chrf,none"]) == 18  # 6 character orders x 3 counts
+    assert document["tasks"] == {"mt/translate": {"suite": "mt", "task": "translate"}}
+    assert document["results"]["mt/translate"]["ter,none"] == pytest.approx(corpus["ter"], abs=1e-9)
+    assert len(document["samples"]["mt/translate"][0]["metrics"]["chrf,none"]) == 18  # 6 character orders x 3 counts
 
 
 def test_baseline_with_statistics_of_different_lengths_is_refused(config):
