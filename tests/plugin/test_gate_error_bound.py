@@ -30,13 +30,13 @@ def test_a_tasks_own_alpha_is_in_the_printed_bound(pytester, tiny_model, monkeyp
     result.assert_outcomes(passed=4)
     line = (f"false blocks: at most {TRUE_BOUND:g} for the 4 gated task(s) together when nothing regressed past "
             "its margin")
-    result.stdout.fnmatch_lines([f"*{line} (0.0125 per task, 0.125 for {TASKS[3]})*"])
+    result.stdout.fnmatch_lines([f"*{line} (0.0125 per task, 0.125 for probe/{TASKS[3]})*"])
     assert "at most 0.05 " not in result.stdout.str()
     assert line in md.read_text(encoding="utf-8") and line in html.read_text(encoding="utf-8")
 
     document = json.loads(results.read_text(encoding="utf-8"))
     jsonschema.validate(document, json.loads(RESULTS_SCHEMA.read_text()))
-    gate = document["gate"]
+    gate = {key.removeprefix("probe/"): outcome for key, outcome in document["gate"].items()}
     assert {task: (gate[task]["alpha"], gate[task]["gated_tasks"]) for task in TASKS} == {
         TASKS[0]: (0.05, 4), TASKS[1]: (0.05, 4), TASKS[2]: (0.05, 4), TASKS[3]: (0.5, 4)}
     assert sum(gate[task]["level"] for task in TASKS) == pytest.approx(TRUE_BOUND)

@@ -119,7 +119,7 @@ def test_chat_template_options_end_to_end_refusals(pytester, tiny_model):
     (suite / "data.jsonl").write_text(json.dumps({"prompt": "Q", "answer": "x", "kind": "a"}) + "\n", encoding="utf-8")
     (suite / f"{TASK}.yaml").write_text(textwrap.dedent(YAML), encoding="utf-8")
     pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
-    result = run_gate(pytester, tiny_model, "--apply-chat-template")
+    result = run_gate(pytester, tiny_model, "--apply-chat-template", "--score-only")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*--apply-chat-template: the model's tokenizer has no chat template*"])
     result = run_gate(pytester, tiny_model, "--fewshot-as-multiturn=true")

@@ -156,14 +156,15 @@ def test_no_baselines_fails_closed_and_scoring_only_is_explicit(pytester, tiny_m
     result = run_gate(pytester, tiny_model, "--score-only", f"--results-json={results}")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
-        "*modelbench scores*", f"{TASK}*acc*40",
+        "*modelbench scores*", f"*/{TASK}*acc*40",
         "*modelbench gate: not run (--score-only)*",
         "no gate ran: the scores of 1 task(s) were compared with no baseline; they pass no release gate",
     ])
     assert "1 task(s): 1 pass" not in result.stdout.str()  # no gate verdict
     document = json.loads(results.read_text())
-    assert document["results"][TASK]["n"] == 40
-    assert (document["gate"][TASK]["status"], document["gate"][TASK]["note"]) == ("off", "--score-only: no gate ran")
+    key = f"probe/{TASK}"
+    assert document["results"][key]["n"] == 40
+    assert (document["gate"][key]["status"], document["gate"][key]["note"]) == ("off", "--score-only: no gate ran")
     assert not (pytester.path / "baselines").exists()
 
     # it reads and writes no baseline and gives no verdict, so options that do are refused

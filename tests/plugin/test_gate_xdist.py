@@ -87,13 +87,13 @@ def test_two_workers_give_the_results_json_and_scores_table_of_one_process(pytes
     workers.assert_outcomes(passed=4)
 
     document = json.loads(two.read_text())
-    for part in ("results", "categories", "n-shot", "versions", "samples", "gate"):
-        assert sorted(document[part]) == list(TASKS), part
+    for part in ("tasks", "results", "categories", "n-shot", "versions", "samples", "gate"):
+        assert sorted(document[part]) == [f"probe/{task}" for task in TASKS], part
     # the results JSON holds no timing field (the baselines' dates are those of the same files in both runs)
     assert two.read_text() == one.read_text()
     table = scores_table(workers)
     assert len(table) == 2 + 4 * 6  # header, rule, per task 2 metrics overall and in each category (agree, disagree)
-    assert [line.split()[0] for line in table[2:]] == [task for task in TASKS for _ in range(6)]
+    assert [line.split()[0] for line in table[2:]] == [f"probe/{task}" for task in TASKS for _ in range(6)]
     assert table == scores_table(single)
 
 
