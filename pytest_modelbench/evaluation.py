@@ -17,10 +17,11 @@ from pytest_modelbench.tasks.task import PreparedTask
 @dataclass(frozen=True)
 class TaskEvaluation:
     prepared: PreparedTask
-    loglikelihoods: list[list[float]]  # per document, one per choice (empty for a generate_until task)
+    loglikelihoods: list[list[float]]  # per document, one per choice or continuation (none for generate_until)
     scores: TaskScores
     generations: list[str] | None = None  # generate_until: the raw generation per document
     answers: list[dict[str, str]] | None = None  # generate_until: per document, the answer of each filter pipeline
+    greedy: list[bool] | None = None  # loglikelihood: per document, whether its continuation is the greedy one
 
 
 def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
@@ -29,6 +30,8 @@ def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
         return _evaluate_generation(prepared, backend, metrics)
     if prepared.config.output_type == "loglikelihood_rolling":
         return _evaluate_rolling(prepared, backend, metrics)
+    if prepared.config.output_type == "loglikelihood":
+        return _evaluate_loglikelihood(prepared, backend, metrics)
     try:
         values = backend.score_task(prepared)
     except RequestError as exc:
@@ -69,6 +72,20 @@ def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> Task
     return TaskEvaluation(prepared, per_doc, score_task(prepared, metrics, per_doc))
 
 
+def _evaluate_loglikelihood(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
+    """One response per document, as lm-eval's: its continuation's log-likelihood and whether it is greedy."""
+    try:
+        responses = backend.loglikelihood_task(prepared)
+    except RequestError as exc:
+        if exc.index is None:
+            raise
+        raise DocumentError(f"{_where(prepared, prepared.documents[exc.index], 0)}: {exc.problem}") from None
+    for doc, (loglikelihood, _) in zip(prepared.documents, responses):
+        _check_finite(prepared, doc, [loglikelihood])
+    return TaskEvaluation(prepared, [[loglikelihood] for loglikelihood, _ in responses],
+                          score_task(prepared, metrics, responses), greedy=[greedy for _, greedy in responses])
+
+
 def _check_finite(prepared: PreparedTask, doc: DocumentRequests, values: Sequence[float]) -> None:
     """A NaN or infinite log-likelihood would turn into a wrong accuracy (argmax of NaN) without a word."""
     for i, value in enumerate(values):
@@ -84,4 +101,6 @@ def _where(prepared: PreparedTask, doc: DocumentRequests, choice: int) -> str:
     where = f"{config.source}: task '{config.task}', document {doc.doc_id}"
     if not doc.continuations:  # loglikelihood_rolling: the document's text is what was scored
         return where
+    if not doc.choices:  # loglikelihood: one continuation, the target
+        return f"{where}, continuation {doc.continuations[0]!r}"
     return f"{where}, choice {choice} ({doc.continuations[choice]!r})"

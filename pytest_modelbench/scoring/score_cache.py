@@ -9,7 +9,8 @@ everything else a score depends on: the model fingerprint (`LoadedModel.fingerpr
 digest of the weights as loaded in memory (per tensor: name, shape, dtype, float64 sum and sampled values; so an
 in-memory edit or a different `--dtype` misses), the tokenizer's full serialized state, device type, max length,
 prefix token, BOS setting, which scorer path (fast or plain) and the protocol version below. Values are the float
-log-likelihoods (table `scores`). Generated answers (generate_until) are text in table `generations`, keyed as
+log-likelihoods (table `scores`); a loglikelihood task's greedy flags (1.0 or 0.0) are in the same table, each under
+`greedy_key` of its request's key. Generated answers (generate_until) are text in table `generations`, keyed as
 scoring/cached_generation.py says. A file written before generations were cached (only `scores`) is used as it is and
 gains the `generations` table; those versions take a file with it for another program's and run without the cache.
 
@@ -216,6 +217,11 @@ def token_request_key(namespace: str, context: Sequence[int], continuation: Sequ
     digest.update(b"\x00")
     digest.update(json.dumps([list(context), list(continuation)]).encode())
     return digest.digest()
+
+
+def greedy_key(key: bytes) -> bytes:
+    """The key of a request's greedy flag: the request's key hashed again, behind a prefix of its own."""
+    return hashlib.sha256(b"is_greedy\x00" + key).digest()
 
 
 def scoring_namespace(protocol: str = PROTOCOL_VERSION, **settings: Any) -> str:
