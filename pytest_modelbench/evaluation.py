@@ -18,10 +18,11 @@ from pytest_modelbench.tasks.task import PreparedTask
 @dataclass(frozen=True)
 class TaskEvaluation:
     prepared: PreparedTask
-    loglikelihoods: list[list[float]]  # per document, one per choice (empty for a generate_until task)
+    loglikelihoods: list[list[float]]  # per document, one per choice or continuation (none for generate_until)
     scores: TaskScores
     generations: list[str] | None = None  # generate_until: the raw generation per document
     answers: list[dict[str, str]] | None = None  # generate_until: per document, the answer of each filter pipeline
+    greedy: list[bool] | None = None  # loglikelihood: per document, whether its continuation is the greedy one
 
 
 def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
@@ -30,6 +31,8 @@ def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
         return _evaluate_generation(prepared, backend, metrics)
     if prepared.config.output_type == "loglikelihood_rolling":
         return _evaluate_rolling(prepared, backend, metrics)
+    if prepared.config.output_type == "loglikelihood":
+        return _evaluate_loglikelihood(prepared, backend, metrics)
     requests = sum(len(doc.continuations) for doc in prepared.documents)
     try:
         values = checked_results(backend, backend.score_task(prepared), requests, "log-likelihood", _task(prepared))
@@ -72,6 +75,23 @@ def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> Task
     for doc, document_values in zip(prepared.documents, per_doc):
         _check_finite(prepared, doc, document_values)
     return TaskEvaluation(prepared, per_doc, score_task(prepared, metrics, per_doc))
+
+
+def _evaluate_loglikelihood(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
+    """One response per document, as lm-eval's: its continuation's log-likelihood and whether it is greedy."""
+    try:
+        responses = backend.loglikelihood_task(prepared)
+    except RequestError as exc:
+        if exc.index is None:
+            raise
+        raise DocumentError(f"{_where(prepared, prepared.documents[exc.index], 0)}: {exc.problem}") from None
+    responses = list(responses)
+    checked_results(backend, [response[0] for response in responses], len(prepared.documents), "log-likelihood",
+                    _task(prepared))
+    for doc, (loglikelihood, _) in zip(prepared.documents, responses):
+        _check_finite(prepared, doc, [loglikelihood])
+    return TaskEvaluation(prepared, [[loglikelihood] for loglikelihood, _ in responses],
+                          score_task(prepared, metrics, responses), greedy=[greedy for _, greedy in responses])
 
 
 def checked_results(backend: Backend, results: Any, requests: int, kind: str, where: str) -> list:
@@ -123,4 +143,6 @@ def _where(prepared: PreparedTask, doc: DocumentRequests, choice: int) -> str:
     where = f"{_task(prepared)}, document {doc.doc_id}"
     if not doc.continuations:  # loglikelihood_rolling: the document's text is what was scored
         return where
+    if not doc.choices:  # loglikelihood: one continuation, the target
+        return f"{where}, continuation {doc.continuations[0]!r}"
     return f"{where}, choice {choice} ({doc.continuations[choice]!r})"

@@ -103,6 +103,9 @@ def _samples(evaluation: TaskEvaluation) -> list[dict[str, Any]]:
         }
         for i, (doc, lls) in enumerate(zip(evaluation.prepared.documents, evaluation.loglikelihoods))
     ]
+    if evaluation.greedy is not None:  # loglikelihood: lm-eval's response is the log-likelihood and this flag
+        for sample, greedy in zip(samples, evaluation.greedy):
+            sample["is_greedy"] = greedy
     if evaluation.generations is not None:  # generate_until: the context, the raw and the filtered answers
         for sample, doc, generation, answers in zip(samples, evaluation.prepared.documents, evaluation.generations,
                                                     evaluation.answers):

@@ -1,14 +1,15 @@
-"""Per-document metrics over a document's choice log-likelihoods, with the direction the gate needs."""
+"""Per-document metrics over a document's responses (its choices' log-likelihoods; for a loglikelihood task its
+continuation's (log-likelihood, is_greedy)), with the direction the gate needs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from pytest_modelbench.errors import TaskConfigError
-from pytest_modelbench.metrics import bias, classification, perplexity
+from pytest_modelbench.metrics import bias, classification, loglikelihood, perplexity
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.requests import DocumentRequests
 
@@ -129,8 +130,25 @@ METRICS: dict[str, Metric] = {
                margin=Margin(relative=0.02), aggregate=perplexity.aggregate_byte_perplexity),
         Metric("bits_per_byte", perplexity.document_loglikelihood, LOWER, binary=False,
                margin=Margin(relative=0.02), aggregate=perplexity.aggregate_bits_per_byte),
+        # loglikelihood (metrics/loglikelihood.py): per document the continuation's log-likelihood, the task value
+        # exp(-mean); its scale depends on the model, as for the rolling perplexities.
+        Metric("perplexity", loglikelihood.document_loglikelihood, LOWER, binary=False,
+               margin=Margin(relative=0.02), aggregate=loglikelihood.aggregate_perplexity),
     )
 }
+
+
+def known_metrics(output_type: str) -> dict[str, Metric]:
+    """The metrics a task of this output type may list, by name (generate_until's: metrics/generative.py).
+    loglikelihood's acc is its is_greedy: other per-document values than multiple_choice's acc, with the same
+    direction, margin and test, so the gate (which finds a metric by name in METRICS) treats both alike."""
+    if output_type == "loglikelihood":
+        return {"perplexity": METRICS["perplexity"],
+                "acc": replace(METRICS["acc"], per_document=loglikelihood.document_is_greedy)}
+    if output_type == "loglikelihood_rolling":
+        return {name: METRICS[name] for name in perplexity.ROLLING_METRICS}
+    other_types = {*perplexity.ROLLING_METRICS, "perplexity"}
+    return {name: metric for name, metric in METRICS.items() if name not in other_types}
 
 
 def resolve_metrics(config: TaskConfig) -> tuple[Metric, ...]:
@@ -139,8 +157,7 @@ def resolve_metrics(config: TaskConfig) -> tuple[Metric, ...]:
         from pytest_modelbench.metrics.generative import generative_metrics  # it builds on this module
 
         return generative_metrics(config)
-    rolling = config.output_type == "loglikelihood_rolling"
-    known = [name for name in METRICS if (name in perplexity.ROLLING_METRICS) == rolling]
+    known = known_metrics(config.output_type)
     unknown = [spec.name for spec in config.metric_list if spec.name not in known]
     if unknown:
         raise TaskConfigError(
@@ -155,4 +172,4 @@ def resolve_metrics(config: TaskConfig) -> tuple[Metric, ...]:
                 f"{config.source}: metric '{spec.name}' is computed from {', '.join(METRICS[spec.name].inputs)}; "
                 f"add {', '.join(repr(m) for m in missing)} to metric_list"
             )
-    return tuple(METRICS[spec.name] for spec in config.metric_list)
+    return tuple(known[spec.name] for spec in config.metric_list)

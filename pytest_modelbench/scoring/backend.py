@@ -3,9 +3,11 @@
 A backend scores a prepared task (`score_task`: one value per (document, choice), documents in order) and loose
 (context, continuation) requests (`loglikelihood`), answers a generate_until task (`generate_task`: one
 generation per document, in order), scores a loglikelihood_rolling task (`rolling_loglikelihood_task`: each
-document's text log-likelihood over lm-eval's rolling windows; a backend that cannot raises ModelLoadError saying
-so), and says what it is (`describe`): the baseline provenance and the score cache identify the weights from that. The runner (runner.py) picks the backend from the options; the local
-causal and masked scorers (sharded or not) and the server scorer implement it. No backend knows about the gate or
+document's text log-likelihood over lm-eval's rolling windows) and a loglikelihood task (`loglikelihood_task`: per
+document its continuation's log-likelihood and whether the continuation is the greedy one); a backend that cannot
+run an output type raises ModelLoadError naming the task and itself. It says what it is (`describe`): the baseline
+provenance and the score cache identify the weights from that. The runner (runner.py) picks the backend from the
+options; the local causal and masked scorers (sharded or not) and the server scorer implement it. No backend knows about the gate or
 pytest.
 """
 
@@ -33,10 +35,11 @@ def unset_batch_size(padding_changes_results: bool) -> int | str:
     return 1 if padding_changes_results else "auto"
 
 
-def output_type_unsupported(output_type: str, backend: str) -> ModelLoadError:
-    """The error of a backend that cannot run tasks of this output type yet."""
-    return ModelLoadError(f"{output_type} tasks are not supported by the {backend} backend yet; run them on a local "
-                          "causal LM")
+def output_type_unsupported(prepared, backend: str) -> ModelLoadError:
+    """The error of a backend that cannot run tasks of this task's output type yet."""
+    config = prepared.config
+    return ModelLoadError(f"{config.source}: task '{config.task}': {config.output_type} tasks are not supported by "
+                          f"the {backend} backend yet; run them on a local causal LM")
 
 
 class Backend(Protocol):
@@ -47,6 +50,8 @@ class Backend(Protocol):
     def generate_task(self, prepared) -> list[str]: ...
 
     def rolling_loglikelihood_task(self, prepared) -> list[float]: ...
+
+    def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]: ...
 
     def describe(self) -> BackendInfo: ...
 

@@ -12,7 +12,7 @@ from pytest_modelbench.scoring.progress import ScoringProgress
 
 FLUSH_INTERVAL_S = 5.0
 # compute(todo, on_done): scores the requests at indices `todo`, calling on_done(positions in todo, values) per batch.
-Compute = Callable[[list[int], Callable[[list[int], list[float]], None]], None]
+Compute = Callable[[list[int], Callable[[list[int], list[Any]], None]], None]
 
 
 def cache_namespace(cache, fingerprint: str | None, model, tokenizer, **settings: Any) -> str | None:
@@ -103,3 +103,37 @@ def score_requests(requests: Sequence[tuple[str, str]], compute: Compute, *, nam
         unit = "documents"
     keys = None if namespace is None else [request_key(namespace, context, cont) for context, cont in requests]
     return score_with_cache(len(requests), keys, cache, ScoringProgress(progress, label, documents, unit), compute)
+
+
+def score_greedy_requests(requests: Sequence[tuple[str, str]], compute: Compute, *, namespace: str | None, cache,
+                          progress: Callable[[str], None] | None, label: str = "scoring") -> list[tuple[float, bool]]:
+    """Each request's (log-likelihood, is_greedy), from `compute` (its values are such pairs) or the cache, which
+    holds the two as two values: the log-likelihood under the request's key (the key every output type's requests
+    share) and the flag, 1.0 or 0.0, under `greedy_key` of it. A request missing either is scored again for both.
+    Progress counts requests as documents (a loglikelihood task has one per document)."""
+    from pytest_modelbench.scoring.score_cache import greedy_key, request_key
+
+    keys = None
+    if namespace is not None:
+        keys = []
+        for context, continuation in requests:
+            key = request_key(namespace, context, continuation)
+            keys += [key, greedy_key(key)]
+
+    def compute_values(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
+        # value 2r is request r's log-likelihood, 2r + 1 its flag; `wanted` maps a request to (position in todo, part)
+        wanted: dict[int, list[tuple[int, int]]] = {}
+        for position, value_index in enumerate(todo):
+            wanted.setdefault(value_index // 2, []).append((position, value_index % 2))
+        scored = list(wanted)
+
+        def pairs_done(local: list[int], pairs: list[tuple[float, bool]]) -> None:
+            parts = [(position, float(pair[part]))
+                     for j, pair in zip(local, pairs) for position, part in wanted[scored[j]]]
+            on_done([position for position, _ in parts], [value for _, value in parts])
+
+        compute(scored, pairs_done)
+
+    values = score_with_cache(2 * len(requests), keys, cache, ScoringProgress(progress, label, [2] * len(requests)),
+                              compute_values)
+    return [(values[2 * r], values[2 * r + 1] == 1.0) for r in range(len(requests))]

@@ -179,6 +179,24 @@ class CausalLMScorer(RequestBackend):
             start += len(document_windows)
         return totals
 
+    def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]:
+        """Per document of a loglikelihood task: its continuation's log-likelihood and whether every continuation
+        token is the argmax at its position (lm-eval's is_greedy), both from one plain-path forward (scoring/cached.py
+        caches the pair). Shared prefixes would save little here: each context has one continuation."""
+        from pytest_modelbench.scoring.cached import score_greedy_requests
+
+        requests = [(doc.context, doc.continuations[0]) for doc in prepared.documents]
+
+        def compute(todo: list[int], on_done: Callable[[list[int], list[tuple[float, bool]]], None]) -> None:
+            try:
+                rows = self._model_inputs(self.encoder.encode_pairs([requests[i] for i in todo]))
+            except RequestError as exc:
+                raise RequestError(exc.problem, todo[exc.index]) from None
+            self._score_plain(rows, list(range(len(rows))), on_done, forward=self._forward_greedy)
+
+        return score_greedy_requests(requests, compute, namespace=self._cache_namespace(), cache=self.cache,
+                                     progress=self.progress, label=prepared.config.task)
+
     def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,
                       label: str = "scoring") -> list[float]:
         """`documents`: requests per document, in order (for progress); without it each request counts as one."""
@@ -198,12 +216,7 @@ class CausalLMScorer(RequestBackend):
     def score_encoded(self, encoded: Sequence[EncodedRequest],
                       on_done: Callable[[list[int], list[float]], None] | None = None) -> list[float]:
         """Log-likelihoods of encoded requests; `on_done(indices, values)` is called as batches complete."""
-        rows = []
-        for i, req in enumerate(encoded):  # validates every request first
-            try:
-                rows.append(self._model_input(req))
-            except RequestError as exc:
-                raise RequestError(exc.problem, i) from None
+        rows = self._model_inputs(encoded)
         self.last_stats = None
         runner = self._fast_runner() if self.fast and rows else None
         if runner is None:
@@ -239,19 +252,31 @@ class CausalLMScorer(RequestBackend):
 
     # --- the plain path (lm-eval's procedure) -----------------------------------------------------------------------
 
-    def _score_plain(self, rows, subset: list[int], on_done=None) -> list[float]:
+    def _score_plain(self, rows, subset: list[int], on_done=None, forward=None) -> list:
+        """`forward`: the batch function, `_forward` (log-likelihoods) unless given."""
+        forward = forward or self._forward
         order = sorted(range(len(subset)), key=lambda k: (-len(rows[subset[k]][0]), rows[subset[k]][0]))
         batch_size = self._resolve_batch_size(max((len(rows[i][0]) for i in subset), default=1),
                                               padding_changes_results=not self.fast)
         results = [0.0] * len(subset)
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
-            values = self._forward([rows[subset[k]] for k in chunk])
+            values = forward([rows[subset[k]] for k in chunk])
             for k, value in zip(chunk, values):
                 results[k] = value
             if on_done is not None:
                 on_done(chunk, values)
         return results
+
+    def _model_inputs(self, encoded: Sequence[EncodedRequest]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """Every request's model input, all validated before any is scored (a RequestError carries the index)."""
+        rows = []
+        for i, req in enumerate(encoded):
+            try:
+                rows.append(self._model_input(req))
+            except RequestError as exc:
+                raise RequestError(exc.problem, i) from None
+        return rows
 
     def _model_input(self, req: EncodedRequest) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Left-truncate to max_length as lm-eval does: keep the last max_length+1 tokens, drop the final one."""
@@ -265,8 +290,13 @@ class CausalLMScorer(RequestBackend):
         full = (req.context + req.continuation)[-(self.max_length + 1):][:-1]
         return full, req.continuation
 
-    @torch.inference_mode()
     def _forward(self, rows: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> list[float]:
+        return [loglikelihood for loglikelihood, _ in self._forward_greedy(rows)]
+
+    @torch.inference_mode()
+    def _forward_greedy(self, rows: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> list[tuple[float, bool]]:
+        """lm-eval's forward: one right-padded batch, full logits; per row the continuation's summed log-probability
+        and whether every continuation token is the argmax of the log-probabilities at its position."""
         width = max(len(inp) for inp, _ in rows)
         batch = torch.zeros((len(rows), width), dtype=torch.long)
         for r, (inp, _) in enumerate(rows):
@@ -276,8 +306,9 @@ class CausalLMScorer(RequestBackend):
         for r, (inp, cont) in enumerate(rows):
             scored = logits[r, len(inp) - len(cont): len(inp)]
             logprobs = F.log_softmax(scored, dim=-1)
-            target = torch.tensor(cont, device=logprobs.device).unsqueeze(-1)
-            values.append(float(logprobs.gather(-1, target).sum()))
+            target = torch.tensor(cont, device=logprobs.device)
+            values.append((float(logprobs.gather(-1, target.unsqueeze(-1)).sum()),
+                           bool((logprobs.argmax(dim=-1) == target).all())))
         return values
 
     def _chosen_batch_size(self, padding_changes_results: bool) -> int | str:

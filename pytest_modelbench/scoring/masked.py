@@ -244,10 +244,13 @@ class MaskedLMScorer:
         return [value for values in per_document for value in values]
 
     def generate_task(self, prepared) -> list[str]:
-        raise output_type_unsupported("generate_until", "masked LM")
+        raise output_type_unsupported(prepared, "masked LM")
 
     def rolling_loglikelihood_task(self, prepared) -> list[float]:
-        raise output_type_unsupported("loglikelihood_rolling", "masked LM")
+        raise output_type_unsupported(prepared, "masked LM")
+
+    def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]:
+        raise output_type_unsupported(prepared, "masked LM")
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
         """Loose requests, each scored on its own (the pll protocol)."""

@@ -13,7 +13,8 @@ values; so an in-memory edit or a different `--dtype` misses), the config and ge
 tokenizer's full serialized state; then the scorer's settings: device type, max length, prefix token, BOS setting,
 which scorer path (fast or plain) and, on the plain path, the batch size (lm-eval's padding makes its numbers depend on
 it). Every namespace holds the protocol version below and the torch, transformers and tokenizers versions. Values are
-the float log-likelihoods (table `scores`). Generated answers (generate_until) are text in table `generations`, keyed
+the float log-likelihoods (table `scores`); a loglikelihood task's greedy flags (1.0 or 0.0) are in the same table,
+each under `greedy_key` of its request's key. Generated answers (generate_until) are text in table `generations`, keyed
 as scoring/cached_generation.py says. A file written before generations were cached (only `scores`) is used as it is
 and gains the `generations` table; those versions take a file with it for another program's and run without the
 cache. Rows written under an earlier key scheme (before the config, the loading --model-args, the library versions and
@@ -225,6 +226,11 @@ def token_request_key(namespace: str, context: Sequence[int], continuation: Sequ
     digest.update(b"\x00")
     digest.update(json.dumps([list(context), list(continuation)]).encode())
     return digest.digest()
+
+
+def greedy_key(key: bytes) -> bytes:
+    """The key of a request's greedy flag: the request's key hashed again, behind a prefix of its own."""
+    return hashlib.sha256(b"is_greedy\x00" + key).digest()
 
 
 def scoring_namespace(protocol: str = PROTOCOL_VERSION, **settings: Any) -> str:

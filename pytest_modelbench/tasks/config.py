@@ -34,16 +34,18 @@ _MODELBENCH_KEYS = {"category_field", "gate", "limit"}
 _MODELBENCH_KEYS |= {"categories", "required_fields", "exclude", "masked_protocol"}
 _MASKED_PROTOCOLS = ("pll", "pll_shared")
 # Keys that do not change what is scored, so editing them does not invalidate a baseline.
-_OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood_rolling")
+_OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood_rolling", "loglikelihood")
 # lm-eval's keys each output type needs, and its default metric_list (api/registry.py DEFAULT_METRIC_REGISTRY).
 _REQUIRED_KEYS = {
     "multiple_choice": ("doc_to_text", "doc_to_choice", "doc_to_target"),
     "generate_until": ("doc_to_text", "doc_to_target"),
     "loglikelihood_rolling": ("doc_to_target",),
+    "loglikelihood": ("doc_to_text", "doc_to_target"),
 }
 # lm-eval's aggregations of the metrics that are not a mean (its metric registry's defaults, used when `aggregation`
 # is omitted), by output type: the rolling metrics (metrics/perplexity.py), the classification metrics
-# (metrics/classification.py) and the corpus scores (metrics/translation.py).
+# (metrics/classification.py), the corpus scores (metrics/translation.py) and loglikelihood's perplexity
+# (metrics/loglikelihood.py).
 _OWN_AGGREGATIONS = {
     "loglikelihood_rolling": {
         "word_perplexity": "weighted_perplexity", "byte_perplexity": "weighted_perplexity",
@@ -51,11 +53,13 @@ _OWN_AGGREGATIONS = {
     },
     "multiple_choice": {"f1": "f1", "mcc": "matthews_corrcoef"},
     "generate_until": {"bleu": "bleu", "chrf": "chrf", "ter": "ter"},
+    "loglikelihood": {"perplexity": "perplexity"},
 }
 _DEFAULT_METRICS = {
     "multiple_choice": ("acc", "acc_norm"),
     "generate_until": ("exact_match",),
     "loglikelihood_rolling": ("word_perplexity", "byte_perplexity", "bits_per_byte"),
+    "loglikelihood": ("perplexity", "acc"),
 }
 _NOT_SCORING_KEYS = {"tag", "task_alias", "should_decontaminate", "doc_to_decontamination_query"}
 

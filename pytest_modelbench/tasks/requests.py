@@ -18,7 +18,8 @@ FEWSHOT_SEED = 1234
 class DocumentRequests:
     """One evaluated document: its shared context and one continuation per choice. No continuations for a
     generate_until task (`gold` is the reference text, a tuple of texts when several are accepted) nor for a
-    loglikelihood_rolling one (`gold` is the text whose log-likelihood is scored, the context is empty)."""
+    loglikelihood_rolling one (`gold` is the text whose log-likelihood is scored, the context is empty); a
+    loglikelihood task's one continuation is its target text (also `gold`), and it has no choices."""
 
     doc_id: int
     context: str
@@ -85,6 +86,10 @@ class RequestBuilder:
         if config.output_type == "generate_until":
             return DocumentRequests(doc_id, context, (), (), self._reference(target, doc, where),
                                     self._category(doc, where), doc)
+        if config.output_type == "loglikelihood":  # lm-eval: the target as it is, no target_delimiter before it
+            if not isinstance(target, str):
+                raise DocumentError(f"{where}: a loglikelihood target must be text, got {target!r}")
+            return DocumentRequests(doc_id, context, (), (target,), target, self._category(doc, where), doc)
         choices = self.resolver.choices(config.doc_to_choice, doc, where)
         return DocumentRequests(
             doc_id=doc_id,

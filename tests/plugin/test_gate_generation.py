@@ -1,5 +1,6 @@
-"""The baseline gate on a generate_until task (exact match per filter pipeline, paired per document: McNemar) and on a
-loglikelihood_rolling task (perplexities: paired bootstrap re-applying lm-eval's weighted aggregates)."""
+"""The baseline gate on a generate_until task (exact match per filter pipeline, paired per document: McNemar), on a
+loglikelihood_rolling task (perplexities: paired bootstrap re-applying lm-eval's weighted aggregates) and on a
+loglikelihood task (acc: McNemar on the greedy flags; perplexity: paired bootstrap re-applying exp(-mean))."""
 
 from __future__ import annotations
 
@@ -111,6 +112,39 @@ def test_perplexity_rise_fails_the_gate(pytester, tiny_model, bad_model):
     assert entries[("byte_perplexity", None)] == entries[("bits_per_byte", None)] == "regressed"
     # A random model's word perplexity is astronomically large: the bootstrap cannot bound it, which is not a pass.
     assert entries[("word_perplexity", None)] in ("regressed", "inconclusive")
+
+
+LOGLIKELIHOOD_YAML = """
+task: greedy_probe
+dataset_path: json
+dataset_kwargs:
+  data_files: {test: data.jsonl}
+test_split: test
+output_type: loglikelihood
+doc_to_text: prompt
+doc_to_target: answer
+"""
+
+
+def test_greedy_continuations_lost_fail_the_gate(pytester, tiny_model, bad_model):
+    # Each continuation is tiny_model's own greedy next token: under the other seed's weights few stay greedy (acc,
+    # McNemar on the per-document flags) and the perplexity rises (paired bootstrap re-applying exp(-mean)). One token,
+    # so that the perplexities stay small enough for the bootstrap to bound them.
+    suite = pytester.path / "suites" / "greedy"
+    suite.mkdir(parents=True)
+    prompts = [f"{word} {n}" for word in ("Question", "The quick", "He couldn't", "Many people", "Kysymys")
+               for n in range(40)]
+    rows = [{"prompt": p, "answer": a} for p, a in zip(prompts, greedy_answers(tiny_model, prompts, new_tokens=1))]
+    (suite / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    (suite / "greedy_probe.yaml").write_text(textwrap.dedent(LOGLIKELIHOOD_YAML), encoding="utf-8")
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    run_gate(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=1)
+    run_gate(pytester, tiny_model).assert_outcomes(passed=1)
+
+    junit = pytester.path / "junit.xml"
+    run_gate(pytester, bad_model, f"--junitxml={junit}").assert_outcomes(failed=1)
+    entries = gate_entries(junit)["greedy_probe"]
+    assert entries[("acc", None)] == entries[("perplexity", None)] == "regressed"
 
 
 def test_chat_template_options_end_to_end_refusals(pytester, tiny_model):

@@ -16,6 +16,7 @@ Scratch venv (what produced the committed files; Python 3.11, CPU only, no Huggi
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py            # all runs
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py crows      # a subset
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py gen        # generate_until
+    /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py loglikelihood  # LAMBADA-like
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py --repack   # re-pack only
 
 Wall time on the 2-core dev box (shared with other jobs): arc ~23 min, bangla ~17 min, crows ~2 h
@@ -53,6 +54,11 @@ unchanged).  The include copies carry lm-eval's task names and override the buil
   Output ``lmeval_gen_<task>_limit20.json``: provenance, task_yaml, results (lm-eval's ``exact_match,<filter>`` keys)
   and per document: context, gen_kwargs, the raw generation, target, filtered answer and exact match per filter.
   Wall time: 90 s (2026-11-30).
+
+* ``loglikelihood``: lm-eval's ``lambada_openai`` YAML (``TASK_YAML`` of ``tests/fixtures/lambada_data.py``) on that
+  module's 20 LAMBADA-like passages, 0-shot and 2-shot (shots drawn from the test split, the only one).  Output
+  ``lmeval_loglikelihood_lambada_openai_<k>shot.json`` in the multiple-choice layout below: one request per document,
+  ``loglikelihoods`` and ``is_greedy`` of one value, per-document ``perplexity`` (the log-likelihood) and ``acc``.
 
 Output: ``tests/reference/lmeval_<run>.json`` = {provenance, task_yaml (the relocated YAML actually
 used), results (lm-eval's ``<metric>,none`` keys without the filter suffix), samples: [{doc_id,
@@ -204,6 +210,18 @@ def build_include_dirs(boolqa_answer: str = "bool") -> dict[str, pathlib.Path]:
     src = without_modelbench_block((REPO / "suites" / "perplexity" / f"{ROLLING_TASK}.yaml").read_text(encoding="utf-8"))
     (d / f"{ROLLING_TASK}.yaml").write_text(relocate_yaml(src, "json", files), encoding="utf-8")
     dirs["perplexity"] = d
+
+    # loglikelihood: the LAMBADA-like fixture (written under the scratch dir) read by lm-eval's lambada_openai keys
+    lambada = load_fixture_module("lambada_data")
+    froot = SCRATCH / "lambada_fixture"
+    if froot.exists():
+        shutil.rmtree(froot)
+    test_file = lambada.write_lambada_fixture(froot)
+    d = inc / "lambada"
+    d.mkdir(parents=True)
+    (d / f"{lambada.TASK}.yaml").write_text(relocate_yaml(lambada.TASK_YAML, "json", {"test": test_file}),
+                                           encoding="utf-8")
+    dirs["lambada"] = d
     return dirs
 
 
@@ -540,8 +558,18 @@ def run_chat_mc(dirs) -> None:
               {"apply_chat_template": True, "fewshot_as_multiturn": True, "system_instruction": CHAT_SYSTEM_INSTRUCTION})
 
 
+def run_loglikelihood(dirs) -> None:
+    """lm-eval's lambada_openai (output_type loglikelihood) on the LAMBADA-like fixture, 0-shot and 2-shot."""
+    d = dirs["lambada"]
+    task = load_fixture_module("lambada_data").TASK
+    y = {task: d / f"{task}.yaml"}
+    for k in (0, 2):
+        do_mc_run({task: f"loglikelihood_{task}_{k}shot"}, d, y, k, None, f"lambada{k}",
+                  extra_provenance={"data": "tests/fixtures/lambada_data.py (20 hand-written passages)"})
+
+
 RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows, "gen": run_gen, "rolling": run_rolling,
-        "chat": run_chat, "chat_mc": run_chat_mc, "gen_prefix": run_gen_prefix}
+        "chat": run_chat, "chat_mc": run_chat_mc, "gen_prefix": run_gen_prefix, "loglikelihood": run_loglikelihood}
 REPACK = False
 
 

@@ -85,8 +85,9 @@ def test_function_tag_refused_without_permission(tmp_path):
 
 
 def test_unsupported_output_type_and_lm_eval_keys(tmp_path):
-    path = write(tmp_path, "g.yaml", BASE.replace("multiple_choice", "loglikelihood"))
-    with pytest.raises(TaskConfigError, match="output_type"):
+    path = write(tmp_path, "g.yaml", BASE.replace("multiple_choice", "ranking"))
+    with pytest.raises(TaskConfigError, match="key 'output_type': only multiple_choice, generate_until, "
+                                              "loglikelihood_rolling, loglikelihood are supported, found 'ranking'"):
         load_task_config(path)
     path = write(tmp_path, "f.yaml", BASE + "filter_list: []\n")
     with pytest.raises(TaskConfigError, match="'filter_list' applies to generate_until tasks only"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -109,11 +110,14 @@ def test_masked_and_server_backends_refuse_generation():
     from pytest_modelbench.scoring.masked import MaskedLMScorer
     from pytest_modelbench.scoring.server.scorer import ServerScorer
 
+    def prepared(output_type):
+        return SimpleNamespace(config=SimpleNamespace(source="t.yaml", task="t", output_type=output_type))
+
     for backend in (MaskedLMScorer, ServerScorer):
-        with pytest.raises(ModelLoadError, match="generate_until tasks are not supported by the"):
-            backend.generate_task(object(), None)
+        with pytest.raises(ModelLoadError, match="t.yaml: task 't': generate_until tasks are not supported by the"):
+            backend.generate_task(object(), prepared("generate_until"))
         with pytest.raises(ModelLoadError, match="loglikelihood_rolling tasks are not supported by the"):
-            backend.rolling_loglikelihood_task(object(), None)
+            backend.rolling_loglikelihood_task(object(), prepared("loglikelihood_rolling"))
 
 
 # --- sampling: seeded as lm-eval seeds it ----------------------------------------------------------------------------

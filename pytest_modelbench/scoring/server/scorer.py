@@ -41,10 +41,13 @@ class ServerScorer(RequestBackend):
         return self.info
 
     def generate_task(self, prepared) -> list[str]:
-        raise output_type_unsupported("generate_until", "scoring server (--server-url)")
+        raise output_type_unsupported(prepared, "scoring server (--server-url)")
 
     def rolling_loglikelihood_task(self, prepared) -> list[float]:
-        raise output_type_unsupported("loglikelihood_rolling", "scoring server (--server-url)")
+        raise output_type_unsupported(prepared, "scoring server (--server-url)")
+
+    def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]:
+        raise output_type_unsupported(prepared, "scoring server (--server-url)")
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,
                       label: str = "scoring") -> list[float]:
