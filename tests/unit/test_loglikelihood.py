@@ -17,9 +17,10 @@ from pytest_modelbench.errors import DocumentError, MetricError, ModelLoadError,
 from pytest_modelbench.evaluation import evaluate_task
 from pytest_modelbench.metrics.loglikelihood import aggregate_perplexity
 from pytest_modelbench.metrics.registry import resolve_metrics
-from pytest_modelbench.report import RESULTS_SCHEMA, results_document
+from pytest_modelbench.report import RESULTS_SCHEMA, results_document, task_results
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.tasks.config import load_task_config
+from pytest_modelbench.tasks.identity import TaskId
 from pytest_modelbench.tasks.task import prepare_task
 from tests.fixtures.lambada_data import TASK_YAML, TEXTS, write_lambada_fixture
 
@@ -134,9 +135,9 @@ def test_loglikelihood_and_greedy_flag_by_definition(tiny_loaded, known_greedy, 
     assert evaluation.greedy == [True, False, False, False, False]
     assert [lls[0] for lls in evaluation.loglikelihoods] == pytest.approx([ll for ll, _ in expected], abs=1e-4)
     assert list(evaluation.scores.per_document["acc"]) == [1.0, 0.0, 0.0, 0.0, 0.0]
-    document = results_document([evaluation], {}, log_samples=True, gate={})
+    document = results_document([task_results(TaskId("suite", "ll"), evaluation, log_samples=True)], {}, gate={})
     jsonschema.validate(document["samples"], json.loads(RESULTS_SCHEMA.read_text())["properties"]["samples"])
-    assert [sample["is_greedy"] for sample in document["samples"]["ll"]] == evaluation.greedy
+    assert [sample["is_greedy"] for sample in document["samples"]["suite/ll"]] == evaluation.greedy
 
 
 def test_acc_and_perplexity_aggregate_as_lm_eval(tiny_loaded, known_greedy, tmp_path):
