@@ -8,6 +8,7 @@ import math
 import time
 from typing import Any, Callable, Sequence
 
+from pytest_modelbench.errors import BackendError
 from pytest_modelbench.scoring.progress import ScoringProgress
 
 FLUSH_INTERVAL_S = 5.0
@@ -76,6 +77,9 @@ def score_with_cache(n: int, keys: Sequence[bytes] | None, cache, progress: Scor
     writes = WriteBack(cache.put_many if keys is not None else lambda items: None)
 
     def on_done(local: list[int], values: list[float]) -> None:
+        if len(values) != len(local):  # a short batch would shift values onto other requests, and into the cache
+            raise BackendError(f"a scoring batch of {len(local)} requests came back with {len(values)} values; "
+                               "nothing of it was cached")
         indices = [todo[j] for j in local]
         for i, value in zip(indices, values):
             results[i] = value

@@ -132,3 +132,20 @@ def test_masked_scorer_that_cannot_locate_the_continuation_names_the_document(tm
     with pytest.raises(DocumentError, match=r"toy\.yaml: task 'toy', document 0: cannot locate the continuation's "
                                             r"tokens: the tokenizer gave \d+ non-special tokens"):
         evaluate_task(toy_task(tmp_path, "multiple_choice"), scorer)
+
+
+def test_a_short_batch_is_refused_before_anything_reaches_the_cache(tmp_path):
+    from pytest_modelbench.scoring.cached import score_requests
+    from pytest_modelbench.scoring.score_cache import ScoreCache
+
+    def compute(todo, on_done):
+        on_done(list(range(len(todo))), [-1.0] * (len(todo) - 1))  # one value lost: the rest would shift
+
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    requests = [("a", " b"), ("a", " c"), ("a", " d")]
+    with pytest.raises(BackendError, match="batch of 3 requests came back with 2 values"):
+        score_requests(requests, compute, namespace="ns", cache=cache, progress=None)
+    seen = []
+    score_requests(requests, lambda todo, on_done: (seen.extend(todo), on_done(todo, [-2.0] * len(todo))),
+                   namespace="ns", cache=cache, progress=None)
+    assert seen == [0, 1, 2]  # nothing of the short batch was cached
