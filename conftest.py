@@ -1,4 +1,5 @@
-"""Custom tests beside the shipped suites (suites/*/test_*.py) use the plugin's fixtures: README, "Custom tests"."""
+"""Custom tests beside the shipped suites (suites/*/test_*.py) use the plugin's fixtures: docs/suites.md, "Custom
+tests"."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Fixtures for a team's own tests beside its suites (registered by plugin.py; README, "Custom tests").
+"""Fixtures for a team's own tests beside its suites (registered by plugin.py; docs/suites.md, "Custom tests").
 
 `modelbench_model` (session scope) shares the session's BenchRunner with the task items: the model is loaded once,
 scores go through the same score cache, and `--model`, `--dtype`, `--batch-size`, `--limit`, `--data-dir` apply.
@@ -41,7 +41,7 @@ class ModelbenchModel:
         self._config = config
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
-        """Summed log-likelihood of each (context, continuation), by lm-eval's rules (README, "Scoring")."""
+        """Summed log-likelihood of each (context, continuation), by lm-eval's rules (docs/scoring.md)."""
         backend = self._runner.backend()  # the session's: model loaded (or servers reached) once, the score cache
         requests = list(requests)
         return checked_results(backend, backend.loglikelihood(requests), len(requests), "log-likelihood",

@@ -1,4 +1,4 @@
-"""A team's own assertions on a shipped suite, with the plugin's fixtures (README, "Custom tests").
+"""A team's own assertions on a shipped suite, with the plugin's fixtures (docs/suites.md, "Custom tests").
 
 Run with the suites: `pytest --model=smollm2-135m --data-dir=/tmp/mirror suites/bias`.
 """
@@ -16,7 +16,7 @@ def test_crows_pairs_english_shares_cover_every_pair(crows_pairs_english):
 
 def test_hand_scored_pairs_give_the_task_log_likelihoods(modelbench_model, crows_pairs_english):
     """Scoring the first pairs by hand gives the task's log-likelihoods (to the fast path's float rounding across
-    batches, README "Parity"), and a pair counts as stereotyped exactly when its more stereotypical sentence (the
+    batches, docs/parity.md), and a pair counts as stereotyped exactly when its more stereotypical sentence (the
     first) is the more likely one."""
     documents = crows_pairs_english.prepared.documents[:8]
     by_hand = modelbench_model.loglikelihood([(doc.context, c) for doc in documents for c in doc.continuations])
