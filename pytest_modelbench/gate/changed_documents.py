@@ -3,7 +3,9 @@
 For a person reviewing a gate verdict (the HTML report): which prompts changed outcome. Documents are paired by
 their hash, as the gate pairs them. A document ranks by how many of its 0/1 outcomes flipped (for a bias pair: its
 preference), then by the summed absolute change of its continuous values (for bleu, chrf and ter: of the sentence
-statistics they store per document, reported as lists); documents that did not move are left out.
+statistics they store per document, reported as lists); documents that did not move are left out. A value "moved"
+when it reads differently at the precision the report prints (`format_value`, 4 significant digits): a change below
+it (3.5610 → 3.5612, or float noise between batch sizes) would show as "3.561 → 3.561" and is not listed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ import numpy as np
 from pytest_modelbench.gate.baseline import BaselineRecord
 
 PER_CATEGORY = 5
+SIGNIFICANT_DIGITS = 4
+
+
+def format_value(value: float | list[float]) -> str:
+    """A document's value as reports print it; a list is a corpus score's sentence statistics (metrics/translation.py)."""
+    if isinstance(value, list):
+        return f"[{', '.join(format_value(item) for item in value)}]"
+    return f"{value:.{SIGNIFICANT_DIGITS}g}"
 
 
 def most_changed(
@@ -34,7 +44,7 @@ def most_changed(
         changes, flips, shift = {}, 0.0, 0.0
         for metric in candidate.row_metrics:
             before, after = baseline.values[metric.name][j], candidate.values[metric.name][i]
-            if np.array_equal(before, after):
+            if format_value(before.tolist()) == format_value(after.tolist()):
                 continue
             changes[metric.name] = {"baseline": before.tolist(), "candidate": after.tolist(), "flipped": metric.binary}
             if metric.binary:

@@ -2,8 +2,9 @@
 
 Built from the same `GateResult` records as the markdown report. Per task: one chart per metric of each category's
 change from the baseline (oriented, negative is worse) with its 95% interval (delta ± 1.96 standard errors) and the
-margin band, regressions in red; the score table; both runs' provenance; the most changed documents of each category
-(gate/changed_documents.py; for a bias pair, a flipped preference).
+margin band, regressions in red; the score table (a task scored but not compared, e.g. after a --limit change: this
+run's scores); both runs' provenance, the rows that differ highlighted; the most changed documents of each category
+(gate/changed_documents.py; for a bias pair, a flipped preference). The chart legend is printed only with charts.
 """
 
 from __future__ import annotations
@@ -11,13 +12,18 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Sequence
 
+from pytest_modelbench.gate.baseline import COMPARABILITY_KEYS
+from pytest_modelbench.gate.changed_documents import format_value
 from pytest_modelbench.gate.report import (
     LEGEND,
+    SCORES_HEADER,
     STATUS_COMPARED,
+    STATUS_REBASELINE,
     GateResult,
     sorted_results,
     summary_counts,
     baseline_ref_lines,
+    compare_hint,
     error_rate_line,
     format_delta,
     format_number,
@@ -36,6 +42,7 @@ td,th{border:1px solid #dadce0;padding:3px 7px;text-align:left;vertical-align:to
 td.num{text-align:right;font-variant-numeric:tabular-nums}.badge{padding:1px 7px;border-radius:9px;color:#fff;font-size:12px}
 .failed{color:#c5221f}.passed{color:#188038}.note{color:#5f6368;font-size:13px}.legend{color:#5f6368;font-size:12px}
 pre{white-space:pre-wrap;margin:0;font-size:12px}.gold{font-weight:600}svg text{font-size:11px;fill:#3c4043}
+tr.differs td{background:#fef7e0}tr.differs.must-match td{background:#fce8e6;font-weight:600}
 """
 
 
@@ -44,13 +51,15 @@ def _badge(outcome: str) -> str:
     return f'<span class="badge" style="background:{colour}">{escape(outcome)}</span>'
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()) -> str:
-    """A table of already-escaped cells; `numeric`: columns aligned right."""
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = (),
+           row_classes: Sequence[str] = ()) -> str:
+    """A table of already-escaped cells; `numeric`: columns aligned right; `row_classes`: a class per row."""
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row))
+        (f'<tr class="{row_classes[r]}">' if r < len(row_classes) and row_classes[r] else "<tr>")
+        + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row))
         + "</tr>"
-        for row in rows
+        for r, row in enumerate(rows)
     )
     return f"<table><tr>{head}</tr>{body}</table>"
 
@@ -123,12 +132,31 @@ def _score_table(result: GateResult) -> str:
     return "<h3>Scores per category</h3>" + _table(header, rows, numeric=range(2, 9))
 
 
+def _not_compared_scores(result: GateResult) -> str:
+    rows = [
+        (escape(s["metric"]), escape("(all)" if s["category"] is None else s["category"]), str(s["n"]),
+         format_number(s["value"]), "-" if s["baseline_n"] is None else f"{format_number(s['baseline'])} (n={s['baseline_n']})")
+        for s in result.scores
+    ]
+    return "<h3>Scores of this run (not compared)</h3>" + _table(SCORES_HEADER, rows, numeric=range(2, 5))
+
+
 def _provenance(result: GateResult) -> str:
+    """Both runs' provenance; rows that differ are highlighted, more strongly those a comparison needs equal."""
     baseline, candidate = result.baseline_provenance or {}, result.candidate_provenance or {}
     keys = list(dict.fromkeys([*baseline, *candidate]))
-    rows = [(escape(key), escape(_plain(baseline.get(key, "-"))), escape(_plain(candidate.get(key, "-"))))
-            for key in keys]
-    return "<h3>Provenance</h3>" + _table(("", f"baseline ({result.baseline})", "candidate (this run)"), rows)
+    rows, classes = [], []
+    for key in keys:
+        before, after = _plain(baseline.get(key, "-")), _plain(candidate.get(key, "-"))
+        rows.append((escape(key), escape(before), escape(after)))
+        differs = bool(baseline) and bool(candidate) and before != after
+        classes.append("" if not differs else "differs must-match" if key in COMPARABILITY_KEYS else "differs")
+    note = ""
+    if any(classes):
+        note = ('<p class="note">Highlighted: differs between the baseline and this run; in red, a setting that must '
+                "match for the two to be compared (" + escape(", ".join(COMPARABILITY_KEYS.values())) + ").</p>")
+    return ("<h3>Provenance</h3>" + _table(("", f"baseline ({result.baseline})", "candidate (this run)"), rows,
+                                           row_classes=classes) + note)
 
 
 def _plain(value: Any) -> str:
@@ -148,15 +176,10 @@ def _document_text(document: dict[str, Any]) -> str:
 
 def _changes(document: dict[str, Any]) -> str:
     return "<br>".join(
-        f"{escape(metric)} {_value(change['baseline'])} → {_value(change['candidate'])}"
+        f"{escape(metric)} {format_value(change['baseline'])} → {format_value(change['candidate'])}"
         + (" <b>flipped</b>" if change["flipped"] else "")
         for metric, change in document["changes"].items()
     )
-
-
-def _value(value: float | list[float]) -> str:
-    """A document's value; a list is a corpus score's sentence statistics (metrics/translation.py)."""
-    return f"[{', '.join(f'{item:.4g}' for item in value)}]" if isinstance(value, list) else f"{value:.4g}"
 
 
 def _changed_documents(result: GateResult) -> str:
@@ -173,12 +196,20 @@ def _changed_documents(result: GateResult) -> str:
     )
 
 
+def _has_charts(result: GateResult) -> bool:
+    return result.status == STATUS_COMPARED and bool(result.entries)
+
+
 def _task_section(result: GateResult) -> str:
     parts = [f'<section class="task" id="task-{escape(result.task)}"><h2>{escape(result.task)} {_badge(result.outcome)}</h2>']
     if result.note:
         parts.append(f'<p class="note">{escape(result.note)}</p>')
-    if result.status == STATUS_COMPARED and result.entries:
+    if result.status == STATUS_REBASELINE:
+        parts.append(f'<p class="note">{escape(compare_hint(result.baseline_name))}</p>')
+    if _has_charts(result):
         parts += [_charts(result), _score_table(result)]
+    elif result.scores:
+        parts.append(_not_compared_scores(result))
     parts += [_provenance(result), _changed_documents(result), "</section>"]
     return "".join(parts)
 
@@ -199,12 +230,14 @@ def html_page(results: Sequence[GateResult], baseline_name: str, unused: Sequenc
           "yes" if r.working_tree_differs else "-" if r.baseline_ref is None else "no") for r in results],
     )
     body = "".join(_task_section(r) for r in results) if results else "<p>No modelbench task ran.</p>"
+    legend = "" if not any(_has_charts(r) for r in results) else (
+        '<p class="legend">Charts: each row is a category\'s change from the baseline (dot), its 95% interval '
+        f"(line) and the margin band (green); a dot left of zero is worse. {escape(LEGEND)}</p>"
+    )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>pytest-modelbench gate: {'failed' if failed else 'passed'}</title><style>{STYLE}</style></head><body>"
         f"<h1>pytest-modelbench baseline gate</h1><p>{head}</p>"
         + "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
-        + overview + body
-        + f'<p class="legend">Charts: each row is a category\'s change from the baseline (dot), its 95% interval '
-        f"(line) and the margin band (green); a dot left of zero is worse. {escape(LEGEND)}</p></body></html>\n"
+        + overview + body + legend + "</body></html>\n"
     )

@@ -20,7 +20,8 @@ Outcome of a task item (without --score-only):
   no baselines folder for the name       → fails before scoring ("no baselines 'default' ..."), see `check_ready`.
   baseline missing                       → fails ("no baseline ..."), as syrupy does for a missing snapshot.
   baseline corrupt / hand-edited         → fails with an error naming the file; the file is left untouched.
-  baseline not comparable                → fails with "re-baseline required" and what changed.
+  baseline not comparable                → fails with "re-baseline required", what changed, this run's scores
+                                           and how to compare (another --baseline-name, or --snapshot-update).
 With --snapshot-update the last four write the candidate's record instead (and the item passes); a
 baseline whose entries all stay inside the band is never rewritten. --snapshot-update-new-only writes
 missing baselines only.
@@ -47,6 +48,7 @@ from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.gate.baseline import (
     Provenance,
     Tolerance,
+    comparability_problems,
     dumps,
     read_text,
     record_from_evaluation,
@@ -66,6 +68,8 @@ from pytest_modelbench.gate.report import (
     failure_message,
     markdown,
     properties,
+    rebaseline_message,
+    score_rows,
     terminal_lines,
 )
 from pytest_modelbench.gate.syrupy_extension import (
@@ -231,6 +235,7 @@ class GateSession:
         self.error_control = config.getoption("--gate-error-control")
         self.gated_tasks = 1  # tasks sharing alpha; counted when collection finishes
         self.results: list[GateResult] = []
+        self.custom_tests: set[str] = set()  # node ids of the tests run besides the task items
         self.unused: set[str] = set()
         self.deleted: list[str] = []
 
@@ -368,6 +373,8 @@ class GateSession:
         outcome = gate_texts(candidate_text, stored_text, evaluation.prepared.documents) if stored_text is not None else None
         written = self._persist(item, path, candidate_text, stored_text, outcome)
         task = task_config.task
+        if outcome is None or outcome.comparison is None:  # scored but not compared: the report shows the scores
+            common["scores"] = score_rows(candidate, None if outcome is None else outcome.baseline)
 
         if outcome is None:
             if written:
@@ -383,8 +390,11 @@ class GateSession:
             if written:
                 self._record(item, GateResult(status=STATUS_UPDATED, note=f"re-recorded ({_first_clause(outcome.problem)})", **common))
                 return
-            status = STATUS_REBASELINE if outcome.kind == "rebaseline" else STATUS_INVALID
-            self._record(item, GateResult(status=status, note=_first_clause(outcome.problem), **common))
+            if outcome.kind == "rebaseline" and outcome.baseline is not None:
+                self._record(item, GateResult(status=STATUS_REBASELINE, note=_first_clause(outcome.problem), **common))
+                problems = comparability_problems(outcome.baseline, candidate)
+                raise BaselineError(rebaseline_message(problems, shown, self.baseline_name, common["scores"]))
+            self._record(item, GateResult(status=STATUS_INVALID, note=_first_clause(outcome.problem), **common))
             raise BaselineError(f"{path}: {outcome.problem}")
 
         comparison = outcome.comparison
@@ -452,6 +462,9 @@ class GateSession:
                 self.suite_dirs.add(Path(item.path).parent.resolve())
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "setup" and not report.passed or report.when == "call":
+            if Path(report.nodeid.split("::")[0]).suffix not in _YAML_SUFFIXES:
+                self.custom_tests.add(report.nodeid)  # pytest's totals count these beside the task items
         if report.when != "call":
             return
         result = GateResult.from_properties(report.user_properties, report.nodeid, failed=report.failed)
@@ -504,7 +517,7 @@ class GateSession:
         if self.results and self.baselines_missing:
             lines.append(self.missing_baselines_message())
         if self.results:
-            lines += terminal_lines(self.results)
+            lines += terminal_lines(self.results, custom_tests=len(self.custom_tests))
         lines += self._unused_lines()
         if not lines:
             return

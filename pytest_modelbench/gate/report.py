@@ -10,11 +10,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from pytest_modelbench.gate.baseline import BaselineRecord
 from pytest_modelbench.gate.compare import Entry, TaskComparison
 from pytest_modelbench.gate.statistics import Verdict
 
 PROPERTY_PREFIX = "modelbench.gate"
 DOCUMENTS_PROPERTY = "modelbench.gate-documents"  # the most changed documents (only with --html-report)
+SCORES_PROPERTY = "modelbench.gate-scores"  # a task's scores when it was scored but not compared
 TABLE_HEADER = ("metric", "category", "n", "baseline", "candidate", "delta", "margin", "p-value", "MDE", "verdict")
 MAX_TABLE_ROWS = 40
 LEGEND = (
@@ -23,6 +25,14 @@ LEGEND = (
     "\"not worse than the margin\", Holm-adjusted over the task's entries (improved entries: of \"not better than "
     "the margin\"); MDE = smallest regression the gate catches with 80% power"
 )
+COLUMNS_NOTE = (
+    "how to read it: gate = the task's verdict against its baseline (a regression fails the task; pass, improved "
+    "and inconclusive pass); detail = what moved, counted in entries (one per metric overall and per category, each "
+    "compared with the baseline); caught at 80% = the smallest drop of each overall score that this run blocks 4 "
+    "times in 5 (smaller drops may pass); false blocks = how often a model no worse than its baseline is blocked by "
+    "chance"
+)
+SCORES_HEADER = ("metric", "category", "n", "this run", "baseline (other settings)")
 
 # Task-level statuses, besides a comparison's verdict.
 STATUS_COMPARED = "compared"
@@ -83,6 +93,51 @@ def failure_message(comparison: TaskComparison, baseline_path: Any, baseline_nam
     return "\n".join([head, "", *comparison_table(comparison.worst_first()), "", LEGEND])
 
 
+def compare_hint(baseline_name: str) -> str:
+    """What to do when the run's settings differ from the baseline's."""
+    return (
+        "To compare at these settings, record a baseline of their own from a trusted model, under another name: "
+        "`pytest --snapshot-update --baseline-name=<new name>` with this run's options, then gate with "
+        f"--baseline-name=<new name>. To make these settings baseline '{baseline_name}' instead, review the change "
+        "and run with --snapshot-update."
+    )
+
+
+def score_rows(candidate: BaselineRecord, baseline: BaselineRecord | None) -> list[dict[str, Any]]:
+    """The candidate's scores per metric, overall then per category, beside the stored baseline's where it has them."""
+    rows = []
+    for category, summaries in [(None, candidate.overall), *sorted(candidate.categories.items())]:
+        stored = {} if baseline is None else baseline.overall if category is None else baseline.categories.get(category, {})
+        for metric, summary in summaries.items():
+            before = stored.get(metric)
+            rows.append({
+                "metric": metric, "category": category, "n": summary.n, "value": summary.value,
+                "baseline": None if before is None else before.value, "baseline_n": None if before is None else before.n,
+            })
+    return rows
+
+
+def score_rows_table(scores: Sequence[dict[str, Any]]) -> list[str]:
+    rows = [
+        (s["metric"], "(all)" if s["category"] is None else s["category"], str(s["n"]), format_number(s["value"]),
+         "-" if s["baseline_n"] is None else f"{format_number(s['baseline'])} (n={s['baseline_n']})")
+        for s in scores
+    ]
+    return format_table(SCORES_HEADER, rows)
+
+
+def rebaseline_message(problems: Sequence[str], baseline_path: Any, baseline_name: str,
+                       scores: Sequence[dict[str, Any]]) -> str:
+    """The failure of a task whose baseline was recorded under other settings: the reason first (pytest's short
+    summary shows the first line), this run's scores, and how to compare."""
+    head = (
+        f"re-baseline required: {'; '.join(problems)}. Not compared with baseline '{baseline_name}' "
+        f"({baseline_path}): it was recorded under other settings, and comparing would report false regressions "
+        "(the gate fails closed)."
+    )
+    return "\n".join([head, "", "This run's scores (not gated):", *score_rows_table(scores), "", compare_hint(baseline_name)])
+
+
 # --------------------------------------------------------------------------- properties
 
 
@@ -112,6 +167,8 @@ def properties(result: "GateResult") -> list[tuple[str, str]]:
         pairs.append((entry_key(entry["metric"], entry["category"]), json.dumps(entry, ensure_ascii=False)))
     if result.changed_documents:
         pairs.append((DOCUMENTS_PROPERTY, json.dumps(result.changed_documents, ensure_ascii=False)))
+    if result.scores:
+        pairs.append((SCORES_PROPERTY, json.dumps(result.scores, ensure_ascii=False)))
     return pairs
 
 
@@ -136,6 +193,9 @@ class GateResult:
     baseline_ref: str | None = None  # --baseline-ref: the git ref the baseline was read from
     working_tree_differs: bool = False  # with baseline_ref: the working tree's file is not the ref's
     changed_documents: list[dict[str, Any]] = field(default_factory=list)  # gate/changed_documents.py
+    # Scored but not compared (re-baseline required, missing, invalid, created): this run's scores per metric and
+    # category, with the stored baseline's where one could be read ({metric, category, n, value, baseline, baseline_n}).
+    scores: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_comparison(cls, comparison: TaskComparison, **kwargs: Any) -> "GateResult":
@@ -147,12 +207,14 @@ class GateResult:
 
     @classmethod
     def from_properties(cls, user_properties: Iterable[tuple[str, Any]], nodeid: str = "", failed: bool = False) -> "GateResult | None":
-        head, entries, documents = None, [], []
+        head, entries, documents, scores = None, [], [], []
         for name, value in user_properties:
             if name == PROPERTY_PREFIX:
                 head = json.loads(value)
             elif name == DOCUMENTS_PROPERTY:
                 documents = json.loads(value)
+            elif name == SCORES_PROPERTY:
+                scores = json.loads(value)
             elif isinstance(name, str) and name.startswith(PROPERTY_PREFIX + "."):
                 entries.append(json.loads(value))
         if head is None:
@@ -163,7 +225,7 @@ class GateResult:
             entries=entries, nodeid=nodeid, failed=failed, alpha=head.get("alpha"), tasks=head.get("tasks", 1),
             baseline_provenance=head.get("baseline_provenance"), candidate_provenance=head.get("candidate_provenance"),
             baseline_ref=head.get("baseline_ref"), working_tree_differs=head.get("working_tree_differs", False),
-            changed_documents=documents,
+            changed_documents=documents, scores=scores,
         )
 
     @property
@@ -219,7 +281,11 @@ def summary_counts(results: Sequence[GateResult]) -> str:
 
 def _detail(result: GateResult) -> str:
     if result.status != STATUS_COMPARED:
-        return result.note
+        overall = [s for s in result.scores if s["category"] is None]
+        if not overall:
+            return result.note
+        scores = ", ".join(f"{s['metric']} {format_number(s['value'])} (n={s['n']})" for s in overall)
+        return f"{result.note}; this run: {scores}"
     regressed = result.entries_with(Verdict.REGRESSED.value)
     improved = result.entries_with(Verdict.IMPROVED.value)
     inconclusive = result.entries_with(Verdict.INCONCLUSIVE.value)
@@ -276,8 +342,7 @@ def error_rate_line(results: Sequence[GateResult]) -> str | None:
     tasks = f"{gated} gated task(s)" if len(compared) == gated else f"{len(compared)} compared of {gated} gated tasks"
     return (
         f"false blocks: at most {bound:.4g} for the {tasks} together when nothing regressed past its margin "
-        f"({_levels_text(compared, lambda r: r.level)}); 'caught at 80%': the smallest regression of each task's "
-        "overall scores that blocks with 80% probability"
+        f"({_levels_text(compared, lambda r: r.level)})"
     )
 
 
@@ -294,15 +359,28 @@ def baseline_ref_lines(results: Sequence[GateResult]) -> list[str]:
     return lines
 
 
-def terminal_lines(results: Sequence[GateResult], max_entries: int = 8) -> list[str]:
+def count_line(results: Sequence[GateResult], custom_tests: int = 0) -> str:
+    """How many task items the gate saw and how they ended; the custom tests pytest counted besides them."""
+    line = f"{len(results)} task(s): {summary_counts(results)}"
+    if custom_tests:
+        line += f"; {custom_tests} custom test(s) besides, not gated (pytest's totals count both)"
+    return line
+
+
+def terminal_lines(results: Sequence[GateResult], max_entries: int = 8, custom_tests: int = 0) -> list[str]:
     results = sorted_results(results)
-    lines = [f"{len(results)} task(s): {summary_counts(results)}"]
+    lines = [count_line(results, custom_tests)]
     rate = error_rate_line(results)
     if rate:
         lines.append(rate)
     lines += baseline_ref_lines(results)
     rows = [(r.task, r.outcome, _detail(r), r.power) for r in results]
     lines += format_table(("task", "gate", "detail", "caught at 80%"), rows)
+    lines.append(COLUMNS_NOTE)
+    rebaselines = [r for r in results if r.status == STATUS_REBASELINE]
+    if rebaselines:
+        lines += ["", f"{len(rebaselines)} task(s) not compared: their settings differ from the baseline's. "
+                  + compare_hint(rebaselines[0].baseline_name)]
     for result in results:
         notable = [e for e in result.entries if e["verdict"] in (Verdict.INCONCLUSIVE.value, Verdict.IMPROVED.value)]
         if result.status != STATUS_COMPARED or not notable:
@@ -353,6 +431,7 @@ def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence
             f"| {_md_escape(r.task)} | {_md_escape(r.outcome)} | {_md_escape(_detail(r))} | {_md_escape(r.power)} |"
             for r in results
         ]
+        lines += ["", _md_escape(COLUMNS_NOTE)]
         for result in results:
             if not result.entries or result.verdict == Verdict.PASS.value:
                 continue

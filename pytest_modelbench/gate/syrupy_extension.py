@@ -74,7 +74,7 @@ class GateOutcome:
     comparison: TaskComparison | None
     problem: str | None = None
     kind: str = ""  # "invalid" (stored file unusable) | "rebaseline" (not comparable) | ""
-    baseline: BaselineRecord | None = None  # the stored record, when compared
+    baseline: BaselineRecord | None = None  # the stored record, when compared or not comparable
 
     def holds(self, *, include_improvements: bool) -> bool:
         """The stored baseline still describes the candidate (no rewrite needed)."""
@@ -97,7 +97,7 @@ def gate_texts(candidate_text: str, baseline_text: str, documents: Sequence[Any]
         return GateOutcome(None, problem, "invalid")
     problem = rebaseline_problem(baseline, candidate)
     if problem is not None:
-        return GateOutcome(None, problem, "rebaseline")
+        return GateOutcome(None, problem, "rebaseline", baseline=baseline)
     aggregates = [m.name for m in candidate.metrics if m.aggregate]
     if aggregates and documents is None:
         return GateOutcome(

@@ -23,15 +23,17 @@ def test_editing_the_task_yaml_requires_a_rebaseline(pytester, tiny_model, probe
 
     result = run_gate(pytester, tiny_model, "--limit=10")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*gate_probe.json: re-baseline required: limit changed (None → 10)*"])
+    result.stdout.fnmatch_lines(["re-baseline required: limit changed (None → 10). Not compared with baseline 'default' "
+                                 "(baselines/default/probe/gate_probe.json)*"])
 
     yaml = suite / f"{TASK}.yaml"
     yaml.write_text(yaml.read_text().replace("Question: ", "Q: "))
     result = run_gate(pytester, tiny_model)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*baselines/default/probe/gate_probe.json: re-baseline required: task config changed (*"
-        "review the change and re-record it with --snapshot-update",
+        "re-baseline required: task config changed (*). Not compared with baseline 'default' "
+        "(baselines/default/probe/gate_probe.json)*",
+        "*run with --snapshot-update.",
         "*gate_probe*rebaseline-required*task config changed*",
     ])
     assert "regressed" not in result.stdout.str()
