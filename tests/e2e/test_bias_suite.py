@@ -23,11 +23,12 @@ from pytest_modelbench.evaluation import evaluate_task
 from pytest_modelbench.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.tasks.config import load_task_config
+from pytest_modelbench.tasks.identity import TaskId
 from pytest_modelbench.tasks.task import prepare_task
 from tests.fixtures.lmeval_references import (
     FAST_PATH_SHARING,
+    FAST_PATH_VS_PLAIN,
     SAME_CPU,
-    Tolerance,
     aggregate_bounds,
     assert_matches_lm_eval,
     loglikelihood_mismatches,
@@ -53,7 +54,7 @@ def sentence_loglikelihood(model, tokenizer, sentence: str) -> float:
 
 def test_crows_pairs_causal_on_a_tiny_model(tiny_model, data_mirror):
     runner = BenchRunner(RunOptions(model=str(tiny_model), dtype="float32", data_dir=data_mirror, limit=150))
-    evaluation = runner.evaluate(load_task_config(CROWS_EN))
+    evaluation = runner.evaluate(load_task_config(CROWS_EN), TaskId("bias", "crows_pairs_english"))
     loaded = runner.loaded_model()
     assert loaded.model_type == "causal"
     documents = evaluation.prepared.documents
@@ -85,7 +86,7 @@ def test_crows_pairs_causal_on_a_tiny_model(tiny_model, data_mirror):
 def test_crows_pairs_masked_on_a_tiny_bert(tmp_path, data_mirror):
     model = build_tiny_bert(tmp_path / "bert", seed=1)
     runner = BenchRunner(RunOptions(model=str(model), dtype="float32", data_dir=data_mirror, limit=15))
-    evaluation = runner.evaluate(load_task_config(CROWS_EN))
+    evaluation = runner.evaluate(load_task_config(CROWS_EN), TaskId("bias", "crows_pairs_english"))
     assert runner.loaded_model().model_type == "masked"
     scorer = runner.backend()
     for doc, lls in zip(evaluation.prepared.documents, evaluation.loglikelihoods):
@@ -138,7 +139,7 @@ def test_crows_pairs_english_matches_lm_eval(lmeval_crows, data_mirror, default_
     plain_as_reference = [{"doc_id": doc.doc_id, "loglikelihoods": lls, "metrics": {"pct_stereotype": stereotyped}}
                           for doc, lls, stereotyped in zip(prepared.documents, plain.loglikelihoods,
                                                            plain.scores.per_document["pct_stereotype"])]
-    sharing = Tolerance(absolute=FAST_PATH_SHARING, relative=0.0)
+    sharing = FAST_PATH_VS_PLAIN
     assert loglikelihood_mismatches(fast.loglikelihoods, plain_as_reference, sharing) == []
     same_machine = verdict_check(fast.scores.per_document, prepared.documents, plain_as_reference, sharing)
     assert same_machine.mismatches == []
