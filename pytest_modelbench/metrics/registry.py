@@ -153,6 +153,10 @@ def known_metrics(output_type: str) -> dict[str, Metric]:
 
 def resolve_metrics(config: TaskConfig) -> tuple[Metric, ...]:
     """The task's metric_list as metrics; an unknown name is an error naming the file."""
+    if config.process_results is not None:
+        from pytest_modelbench.metrics.process_results import process_results_metrics  # it builds on this module
+
+        return process_results_metrics(config)
     if config.output_type == "generate_until":
         from pytest_modelbench.metrics.generative import generative_metrics  # it builds on this module
 
