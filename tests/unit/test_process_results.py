@@ -51,6 +51,10 @@ def loglikelihood_pair(doc, results):
     (ll, greedy), = results
     return {"mass": ll, "acc": float(greedy)}
 
+def lazy_import(doc, results):
+    from lm_eval.tasks.ifeval import instructions_registry
+    return {}
+
 def generated(doc, results):
     return {"mass": float(results[0].strip() == doc["answer"]), "acc": float(len(results) == 1)}
 '''
@@ -234,6 +238,13 @@ def test_task_code_that_imports_lm_eval_names_the_module_and_the_extra(tmp_path)
     with pytest.raises(TaskConfigError, match=r"task.yaml: key 'process_results': cannot load utils.mc2: it imports "
                                               r"module 'lm_eval'.*pytest-modelbench\[lmeval-task-code\]"):
         load_task_config(tmp_path / "task.yaml", allow_task_code=True)
+
+
+def test_an_import_of_lm_eval_inside_the_function_names_the_document_and_the_extra(tmp_path):
+    prepared = prepare_task(write_task(tmp_path, function="lazy_import"), data_dir=tmp_path)
+    with pytest.raises(DocumentError, match=r"document 0: process_results !function utils.lazy_import: it imports "
+                                            r"module 'lm_eval'.*pytest-modelbench\[lmeval-task-code\]"):
+        evaluate_task(prepared, FixedLogLikelihoods([[-1.0] * 4] * 8))
 
 
 def test_process_results_needs_allow_task_code(tmp_path):
