@@ -17,15 +17,14 @@ bootstrap that re-applies it to resampled documents.
 
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping
 
-import numpy as np
 
-from pytest_modelbench.errors import DocumentError, MetricError, TaskCodeError, TaskConfigError
+from pytest_modelbench.errors import DocumentError, TaskCodeError, TaskConfigError
 from pytest_modelbench.metrics.registry import HIGHER, LOWER, METRICS, ONE_POINT, Direction, Margin, Metric
+from pytest_modelbench.metrics.task_aggregation import TaskAggregation
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.requests import DocumentRequests
 
@@ -58,32 +57,6 @@ class _Value:
         return values[self.key]
 
 
-@dataclass(frozen=True)
-class _Aggregation:
-    """A metric's aggregation over its per-document values: lm-eval's median or perplexity, or the task's own."""
-
-    key: str
-    how: str | Callable[[list], Any]
-
-    def __call__(self, values: Mapping[str, np.ndarray], documents: Sequence) -> float:
-        items = values[self.key]
-        if self.how == "median":
-            return float(np.median(items))
-        if self.how == "perplexity":
-            mean = float(np.mean(items))
-            if -mean > math.log(np.finfo(float).max):
-                raise MetricError(f"metric '{self.key}': perplexity exp({-mean:.1f}) is too large to represent")
-            return math.exp(-mean)
-        try:
-            value = self.how([float(v) for v in items])
-        except TaskCodeError as exc:
-            raise MetricError(f"metric '{self.key}', aggregation {exc}") from None
-        if not _is_number(value):
-            raise MetricError(f"metric '{self.key}': aggregation !function {self.how.dotted_name} returned "
-                              f"{value!r} ({type(value).__name__}), not a number")
-        return float(value)
-
-
 def process_results_metrics(config: TaskConfig) -> tuple[Metric, ...]:
     """The metric_list as metrics over process_results' values (one per filter pipeline for generate_until)."""
     metrics = []
@@ -94,7 +67,7 @@ def process_results_metrics(config: TaskConfig) -> tuple[Metric, ...]:
         direction = _direction(spec, config, i)
         margin = Margin(relative=0.02) if spec.aggregation == "perplexity" else ONE_POINT
         for key in metric_keys(config, spec.name):
-            aggregate = None if spec.aggregation == "mean" else _Aggregation(key, spec.aggregation)
+            aggregate = None if spec.aggregation == "mean" else TaskAggregation(key, spec.aggregation)
             metrics.append(Metric(key, _Value(key), direction, binary=False, margin=margin, aggregate=aggregate))
     return tuple(metrics)
 

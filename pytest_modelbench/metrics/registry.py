@@ -4,7 +4,7 @@ continuation's (log-likelihood, is_greedy)), with the direction the gate needs."
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -176,4 +176,13 @@ def resolve_metrics(config: TaskConfig) -> tuple[Metric, ...]:
                 f"{config.source}: metric '{spec.name}' is computed from {', '.join(METRICS[spec.name].inputs)}; "
                 f"add {', '.join(repr(m) for m in missing)} to metric_list"
             )
-    return tuple(known[spec.name] for spec in config.metric_list)
+    return tuple(_with_aggregation(known[spec.name], spec.aggregation) for spec in config.metric_list)
+
+
+def _with_aggregation(metric: Metric, aggregation: Any) -> Metric:
+    """A multiple_choice metric with the task's own `aggregation: !function` (metrics/task_aggregation.py)."""
+    if not callable(aggregation):
+        return metric
+    from pytest_modelbench.metrics.task_aggregation import GOLD_AND_PREDICTION, TaskAggregation
+
+    return replace(metric, aggregate=TaskAggregation(metric.name, aggregation, metric.name in GOLD_AND_PREDICTION))

@@ -239,7 +239,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     process_results = raw.get("process_results")
     if process_results is not None and not isinstance(process_results, FunctionRef):
         raise TaskConfigError(f"{path}: key 'process_results' must be a '!function module.name', got {process_results!r}")
-    metric_specs = _metric_specs(raw.get("metric_list"), path, output_type, resolve if process_results else None)
+    metric_specs = _metric_specs(raw.get("metric_list"), path, output_type, resolve, process_results is not None)
     _check_metric_margins(gate.get("metrics"), {spec.name for spec in metric_specs}, path)
 
     repeats = raw.get("repeats", 1)
@@ -424,10 +424,10 @@ def _document_rules(block: dict[str, Any], path: Path, task: str, process_docs: 
 
 
 def _metric_specs(
-    metric_list: Any, path: Path, output_type: str, resolve: Callable[[str, Any], Any] | None
+    metric_list: Any, path: Path, output_type: str, resolve: Callable[[str, Any], Any], process_results: bool
 ) -> tuple[MetricSpec, ...]:
-    """`resolve` is given for a task with process_results: its metrics are whatever that function returns, so each
-    entry may name an aggregation of PROCESS_RESULTS_AGGREGATIONS or a `!function`, and says its direction."""
+    """With process_results the metrics are whatever that function returns, so each entry may name an aggregation of
+    PROCESS_RESULTS_AGGREGATIONS or a `!function`; a multiple_choice task's own metrics may take a `!function`."""
     if metric_list is None:
         return tuple(MetricSpec(name) for name in _DEFAULT_METRICS[output_type])
     if not isinstance(metric_list, list) or not metric_list:
@@ -439,8 +439,10 @@ def _metric_specs(
         higher_is_better = entry.get("higher_is_better")
         if higher_is_better is not None and not isinstance(higher_is_better, bool):
             raise TaskConfigError(f"{path}: key 'metric_list[{i}].higher_is_better' must be true or false")
-        if resolve is not None:
+        if process_results:
             aggregation = _process_results_aggregation(entry, i, path, resolve)
+        elif output_type == "multiple_choice" and isinstance(entry.get("aggregation"), FunctionRef):
+            aggregation = resolve(f"metric_list[{i}].aggregation", entry["aggregation"])
         else:
             # Each metric is reported with its own aggregation: refuse another one rather than mislabel it.
             own = _OWN_AGGREGATIONS[output_type].get(entry["metric"], "mean")

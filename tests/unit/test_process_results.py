@@ -251,3 +251,48 @@ def test_process_results_needs_allow_task_code(tmp_path):
     write_task(tmp_path)
     with pytest.raises(TaskConfigError, match=r"key 'process_results' uses '!function utils.mc2'.*--allow-task-code"):
         load_task_config(tmp_path / "task.yaml")
+
+
+MC_UTILS = '''
+def pairs(items):
+    global SEEN
+    SEEN = list(items)
+    return sum(1.0 for gold, pred in items if gold == pred) / len(items) + 10.0
+
+def smallest(items):
+    return min(items) - 1.0
+'''
+
+
+def test_function_aggregations_of_a_multiple_choice_tasks_own_metrics(tmp_path):
+    """lm-eval calls an `aggregation: !function` with the metric's per-document items: (gold, prediction) pairs for
+    f1 and mcc, the values for the others; the gate re-applies it (its aggregate is the function)."""
+    (tmp_path / "utils.py").write_text(MC_UTILS, encoding="utf-8")
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS), encoding="utf-8")
+    (tmp_path / "task.yaml").write_text(textwrap.dedent("""
+        task: mc_own
+        dataset_path: json
+        dataset_kwargs:
+          data_files: {test: test.jsonl}
+        test_split: test
+        output_type: multiple_choice
+        doc_to_text: "{{question}}"
+        doc_to_target: "{{labels.index(0)}}"
+        doc_to_choice: choices
+        metric_list:
+          - metric: f1
+            aggregation: !function utils.pairs
+          - metric: acc
+            aggregation: !function utils.smallest
+        """), encoding="utf-8")
+    config = load_task_config(tmp_path / "task.yaml", allow_task_code=True)
+    prepared = prepare_task(config, data_dir=tmp_path)
+    rows = [[-1.0, -2.0, -0.5, -3.0] if i % 4 else [-0.1, -2.0, -0.5, -3.0] for i in range(8)]
+    evaluation = evaluate_task(prepared, FixedLogLikelihoods(rows))
+    # gold is choice 2 everywhere; documents 0 and 4 pick choice 0, the others choice 2
+    assert evaluation.scores.overall["f1"].value == pytest.approx(6 / 8 + 10.0)
+    assert evaluation.scores.overall["acc"].value == pytest.approx(-1.0)
+    metrics = {m.name: m for m in evaluation.scores.metrics}
+    assert metrics["f1"].aggregate({"f1": np.array([2.0, 0.0])}, prepared.documents[:2]) == pytest.approx(10.5)
+    with pytest.raises(TaskConfigError, match=r"metric_list\[0\].aggregation' uses '!function utils.pairs'"):
+        load_task_config(tmp_path / "task.yaml")
