@@ -296,3 +296,15 @@ def test_function_aggregations_of_a_multiple_choice_tasks_own_metrics(tmp_path):
     assert metrics["f1"].aggregate({"f1": np.array([2.0, 0.0])}, prepared.documents[:2]) == pytest.approx(10.5)
     with pytest.raises(TaskConfigError, match=r"metric_list\[0\].aggregation' uses '!function utils.pairs'"):
         load_task_config(tmp_path / "task.yaml")
+
+
+def test_a_function_aggregation_on_another_output_types_own_metric_is_refused(tmp_path):
+    write_task(tmp_path, output_type="generate_until")
+    text = (tmp_path / "task.yaml").read_text()
+    text = text.replace("process_results: !function utils.mc2\n", "").replace(
+        "metric: mass\n    aggregation: mean\n    higher_is_better: true\n  - metric: acc\n",
+        "metric: exact_match\n    aggregation: !function utils.largest\n")
+    (tmp_path / "task.yaml").write_text(text)
+    with pytest.raises(TaskConfigError, match=r"task.yaml: key 'metric_list\[0\].aggregation': only 'mean' is "
+                                              r"supported, got !function utils.largest"):
+        load_task_config(tmp_path / "task.yaml", allow_task_code=True)
