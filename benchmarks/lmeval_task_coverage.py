@@ -1,14 +1,16 @@
 """How many of lm-eval 0.4.13's pure-YAML task files pytest-modelbench turns into task items, per output type, and
 why it refuses the rest.
 
-    python benchmarks/lmeval_task_coverage.py TASKS_DIR
+    python benchmarks/lmeval_task_coverage.py TASKS_DIR [--allow-task-code]
 
 TASKS_DIR is `lm_eval/tasks` from lm-eval's wheel (recipe in benchmarks/collect_lmeval_tasks.py). A task file is
 pure YAML when its merged config (includes resolved) holds no `!function`: whether it loads then depends on this
 engine alone, not on the task's Python code. Each one gets the checks collection runs on a task file
 (`load_task_config` and `resolve_metrics`, as plugin.TaskFile does); files whose YAML cannot be read at all are
 counted apart. The output type is lm-eval's reading of the file: generate_until when the key is absent. Refusals are
-grouped as the terminal summary groups them (refusals.py).
+grouped as the terminal summary groups them (refusals.py). With --allow-task-code every task file is counted, its
+`!function` code loaded as `pytest --allow-task-code` loads it (lm-eval itself is not installed here, so code that
+imports it is refused naming the lmeval-task-code extra).
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ def has_function(value: Any) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks_dir", type=Path, help="lm_eval/tasks from lm-eval 0.4.13's wheel")
-    tasks_dir = parser.parse_args().tasks_dir.resolve()
+    parser.add_argument("--allow-task-code", action="store_true", help="count task files with !function code too")
+    args = parser.parse_args()
+    tasks_dir, allow_task_code = args.tasks_dir.resolve(), args.allow_task_code
 
     files = Counter()
     refusals: dict[str, list[tuple[Path, str]]] = defaultdict(list)
@@ -53,21 +57,21 @@ def main() -> None:
         except ModelbenchError:
             unreadable += 1
             continue
-        if has_function(raw):
+        if has_function(raw) and not allow_task_code:
             with_code += 1
             continue
         output_type = raw.get("output_type", LM_EVAL_DEFAULT_OUTPUT_TYPE)
         files[output_type] += 1
         try:
-            resolve_metrics(load_task_config(path))
+            resolve_metrics(load_task_config(path, allow_task_code=allow_task_code))
         except ModelbenchError as exc:
             refusals[output_type].append((path, str(exc)))
 
-    print(f"{tasks_dir}: {sum(files.values())} pure-YAML task files ({with_code} more use !function, "
-          f"{unreadable} cannot be read)")
+    kind = "task files (task code allowed)" if allow_task_code else "pure-YAML task files"
+    print(f"{tasks_dir}: {sum(files.values())} {kind} ({with_code} more use !function, {unreadable} cannot be read)")
     for output_type, count in files.most_common():
         loaded = count - len(refusals[output_type])
-        print(f"\n{output_type}: {count} pure-YAML files, {loaded} load ({100 * loaded / count:.1f}%)")
+        print(f"\n{output_type}: {count} files, {loaded} load ({100 * loaded / count:.1f}%)")
         for reason, paths in group_refusals(refusals[output_type]):
             print(f"  {len(paths):>6}  {reason}")
 

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from pytest_modelbench.errors import BackendError, DocumentError, RequestError, TaskConfigError
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
+from pytest_modelbench.metrics.process_results import document_values
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.scoring.backend import Backend
 from pytest_modelbench.tasks.requests import DocumentRequests
@@ -46,7 +47,7 @@ def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
         per_doc.append(values[start:start + len(doc.continuations)])
         start += len(doc.continuations)
         _check_finite(prepared, doc, per_doc[-1])
-    return TaskEvaluation(prepared, per_doc, score_task(prepared, metrics, per_doc))
+    return TaskEvaluation(prepared, per_doc, _score(prepared, metrics, per_doc))
 
 
 def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
@@ -60,7 +61,7 @@ def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> T
         where = f"{_task(prepared)}, document {doc.doc_id}"
         answers.append({pipeline.name: pipeline.apply(generation, doc.doc, where)
                         for pipeline in prepared.config.filters})
-    scores = score_task(prepared, metrics, answers)
+    scores = _score(prepared, metrics, answers)
     return TaskEvaluation(prepared, [[] for _ in prepared.documents], scores, generations, answers)
 
 
@@ -74,7 +75,7 @@ def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> Task
     per_doc = [[value] for value in values]
     for doc, document_values in zip(prepared.documents, per_doc):
         _check_finite(prepared, doc, document_values)
-    return TaskEvaluation(prepared, per_doc, score_task(prepared, metrics, per_doc))
+    return TaskEvaluation(prepared, per_doc, _score(prepared, metrics, per_doc))
 
 
 def _evaluate_loglikelihood(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
@@ -91,7 +92,15 @@ def _evaluate_loglikelihood(prepared: PreparedTask, backend: Backend, metrics) -
     for doc, (loglikelihood, _) in zip(prepared.documents, responses):
         _check_finite(prepared, doc, [loglikelihood])
     return TaskEvaluation(prepared, [[loglikelihood] for loglikelihood, _ in responses],
-                          score_task(prepared, metrics, responses), greedy=[greedy for _, greedy in responses])
+                          _score(prepared, metrics, responses), greedy=[greedy for _, greedy in responses])
+
+
+def _score(prepared: PreparedTask, metrics, responses: Sequence[Any]) -> TaskScores:
+    """Scores from each document's responses; with the task's own process_results, from the values it returns."""
+    if prepared.config.process_results is not None:
+        responses = [document_values(prepared.config, doc, response)
+                     for doc, response in zip(prepared.documents, responses)]
+    return score_task(prepared, metrics, responses)
 
 
 def checked_results(backend: Backend, results: Any, requests: int, kind: str, where: str) -> list:

@@ -244,12 +244,15 @@ def aggregate_test(
 
 
 def compare(
-    baseline: BaselineRecord, candidate: BaselineRecord, tolerance: Tolerance, documents: Sequence[Any] | None = None
+    baseline: BaselineRecord, candidate: BaselineRecord, tolerance: Tolerance, documents: Sequence[Any] | None = None,
+    aggregates: Mapping[str, Callable[..., float | None]] | None = None,
 ) -> TaskComparison:
     """Gate the candidate against the baseline. Both must be comparable (`comparability_problems` empty).
 
     `documents`: the candidate's DocumentRequests, in the candidate record's order; required when a metric has its
     own aggregate (ValueError without them: an entry is never left out).
+    `aggregates`: the scored metrics' own aggregates by metric name, for those the registry does not know by name
+    (a process_results metric's median or !function aggregation).
     """
     position = {key: i for i, key in enumerate(baseline.doc_keys)}
     missing = [key for key in candidate.doc_keys if key not in position]
@@ -269,7 +272,7 @@ def compare(
     for metric in candidate.metrics:
         seed = functools.partial(_seed, candidate.task, metric.name)
         if metric.aggregate:
-            aggregate = _registered_aggregate(metric.name)
+            aggregate = (aggregates or {}).get(metric.name) or _registered_aggregate(metric.name)
             if aggregate is None or documents is None:  # never drop an entry: the caller must pass the documents
                 raise ValueError(f"metric '{metric.name}' is an aggregate: compare() needs the candidate's documents")
             for category, mask in groups:

@@ -370,7 +370,9 @@ class GateSession:
         common["baseline_provenance"] = _stored_provenance(stored_text)
         common["candidate_provenance"] = dataclasses.asdict(candidate.provenance)
         common["baseline_ref"] = None if self.baseline_ref is None else self.baseline_ref.ref
-        outcome = gate_texts(candidate_text, stored_text, evaluation.prepared.documents) if stored_text is not None else None
+        aggregates = {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
+        outcome = (gate_texts(candidate_text, stored_text, evaluation.prepared.documents, aggregates)
+                   if stored_text is not None else None)
         written = self._persist(item, path, candidate_text, stored_text, outcome)
         task = task_config.task
         if outcome is None or outcome.comparison is None:  # scored but not compared: the report shows the scores

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from syrupy.data import Snapshot, SnapshotCollection, SnapshotCollections
 from syrupy.extensions.base import AbstractSyrupyExtension
@@ -83,10 +83,14 @@ class GateOutcome:
         )
 
 
-def gate_texts(candidate_text: str, baseline_text: str, documents: Sequence[Any] | None = None) -> GateOutcome:
+def gate_texts(
+    candidate_text: str, baseline_text: str, documents: Sequence[Any] | None = None,
+    aggregates: Mapping[str, Any] | None = None,
+) -> GateOutcome:
     """Parse both serialized records and apply the gate with the candidate's tolerance. Never raises for bad input.
 
-    `documents` (the candidate's DocumentRequests) are needed by metrics with their own aggregate (StereoSet).
+    `documents` (the candidate's DocumentRequests) are needed by metrics with their own aggregate (StereoSet);
+    `aggregates`: the scored metrics' aggregates by name (compare()).
     Without them such a record is not compared at all (the outcome says why): a comparison never leaves an entry out.
     """
     candidate, problem = parse_or_problem(candidate_text)
@@ -98,13 +102,14 @@ def gate_texts(candidate_text: str, baseline_text: str, documents: Sequence[Any]
     problem = rebaseline_problem(baseline, candidate)
     if problem is not None:
         return GateOutcome(None, problem, "rebaseline", baseline=baseline)
-    aggregates = [m.name for m in candidate.metrics if m.aggregate]
-    if aggregates and documents is None:
+    aggregated = [m.name for m in candidate.metrics if m.aggregate]
+    if aggregated and documents is None:
         return GateOutcome(
-            None, f"metrics {', '.join(aggregates)} are aggregates over the task's documents and can only be compared "
+            None, f"metrics {', '.join(aggregated)} are aggregates over the task's documents and can only be compared "
             "in the run that scored them", "invalid",
         )
-    return GateOutcome(compare(baseline, candidate, candidate.tolerance, documents), baseline=baseline)
+    return GateOutcome(compare(baseline, candidate, candidate.tolerance, documents, aggregates),
+                       baseline=baseline)
 
 
 class BaselineExtension(AbstractSyrupyExtension):

@@ -4,7 +4,7 @@ continuation's (log-likelihood, is_greedy)), with the direction the gate needs."
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -153,6 +153,10 @@ def known_metrics(output_type: str) -> dict[str, Metric]:
 
 def resolve_metrics(config: TaskConfig) -> tuple[Metric, ...]:
     """The task's metric_list as metrics; an unknown name is an error naming the file."""
+    if config.process_results is not None:
+        from pytest_modelbench.metrics.process_results import process_results_metrics  # it builds on this module
+
+        return process_results_metrics(config)
     if config.output_type == "generate_until":
         from pytest_modelbench.metrics.generative import generative_metrics  # it builds on this module
 
@@ -172,4 +176,13 @@ def resolve_metrics(config: TaskConfig) -> tuple[Metric, ...]:
                 f"{config.source}: metric '{spec.name}' is computed from {', '.join(METRICS[spec.name].inputs)}; "
                 f"add {', '.join(repr(m) for m in missing)} to metric_list"
             )
-    return tuple(known[spec.name] for spec in config.metric_list)
+    return tuple(_with_aggregation(known[spec.name], spec.aggregation) for spec in config.metric_list)
+
+
+def _with_aggregation(metric: Metric, aggregation: Any) -> Metric:
+    """A multiple_choice metric with the task's own `aggregation: !function` (metrics/task_aggregation.py)."""
+    if not callable(aggregation):
+        return metric
+    from pytest_modelbench.metrics.task_aggregation import GOLD_AND_PREDICTION, TaskAggregation
+
+    return replace(metric, aggregate=TaskAggregation(metric.name, aggregation, metric.name in GOLD_AND_PREDICTION))

@@ -19,7 +19,7 @@ from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, r
 
 # lm-eval keys that this engine does not implement: refusing them beats silently scoring something else.
 _UNSUPPORTED_LM_EVAL_KEYS = {
-    "custom_dataset", "process_results", "use_prompt", "doc_to_image", "doc_to_audio", "unsafe_code",
+    "custom_dataset", "use_prompt", "doc_to_image", "doc_to_audio", "unsafe_code",
     "group", "group_alias", "task_list", "class",
 }
 _FEWSHOT_CONFIG_KEYS = {
@@ -77,7 +77,7 @@ class GateTolerance:
 @dataclass(frozen=True)
 class MetricSpec:
     name: str
-    aggregation: str = "mean"
+    aggregation: str | Callable[[list], Any] = "mean"  # a registered name, or a `!function` (process_results tasks)
     higher_is_better: bool | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -112,6 +112,8 @@ class TaskConfig:
     generation: GenerationSettings | None = None  # generate_until only: stop sequences and token budget
     filters: tuple[FilterPipeline, ...] = NO_FILTER  # generate_until only: filter_list
     process_docs: Callable[[Any], Any] | None = None
+    # `!function` scoring one document from lm-eval's results for it (metrics/process_results.py)
+    process_results: Callable[[Any, list], Any] | None = None
     should_decontaminate: bool = False
     doc_to_decontamination_query: str | None = None
     version: Any = "Yaml"
@@ -234,7 +236,10 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         problem = None if key == "metrics" else gate_value_problem(key, value)
         if problem:
             raise TaskConfigError(f"{path}: key 'modelbench.gate.{key}' {problem}")
-    metric_specs = _metric_specs(raw.get("metric_list"), path, output_type)
+    process_results = raw.get("process_results")
+    if process_results is not None and not isinstance(process_results, FunctionRef):
+        raise TaskConfigError(f"{path}: key 'process_results' must be a '!function module.name', got {process_results!r}")
+    metric_specs = _metric_specs(raw.get("metric_list"), path, output_type, resolve, process_results is not None)
     _check_metric_margins(gate.get("metrics"), {spec.name for spec in metric_specs}, path)
 
     repeats = raw.get("repeats", 1)
@@ -273,6 +278,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         generation=_generation(raw, fewshot_delimiter, repeats, path) if generative else None,
         filters=filter_pipelines(raw.get("filter_list"), path) if generative else NO_FILTER,
         process_docs=_document_rules(modelbench, path, task, resolve("process_docs", raw.get("process_docs"))),
+        process_results=resolve("process_results", process_results),
         should_decontaminate=bool(raw.get("should_decontaminate", False)),
         doc_to_decontamination_query=raw.get("doc_to_decontamination_query"),
         version=metadata.get("version", "Yaml") if isinstance(metadata, dict) else "Yaml",
@@ -417,7 +423,11 @@ def _document_rules(block: dict[str, Any], path: Path, task: str, process_docs: 
     )
 
 
-def _metric_specs(metric_list: Any, path: Path, output_type: str) -> tuple[MetricSpec, ...]:
+def _metric_specs(
+    metric_list: Any, path: Path, output_type: str, resolve: Callable[[str, Any], Any], process_results: bool
+) -> tuple[MetricSpec, ...]:
+    """With process_results the metrics are whatever that function returns, so each entry may name an aggregation of
+    PROCESS_RESULTS_AGGREGATIONS or a `!function`; a multiple_choice task's own metrics may take a `!function`."""
     if metric_list is None:
         return tuple(MetricSpec(name) for name in _DEFAULT_METRICS[output_type])
     if not isinstance(metric_list, list) or not metric_list:
@@ -426,16 +436,42 @@ def _metric_specs(metric_list: Any, path: Path, output_type: str) -> tuple[Metri
     for i, entry in enumerate(metric_list):
         if not isinstance(entry, dict) or not isinstance(entry.get("metric"), str):
             raise TaskConfigError(f"{path}: key 'metric_list[{i}]' needs a 'metric' name")
-        # Each metric is reported with its own aggregation: refuse another one rather than mislabel it.
-        own = _OWN_AGGREGATIONS[output_type].get(entry["metric"], "mean")
-        aggregation = entry.get("aggregation", own)
-        if aggregation != own:
-            raise TaskConfigError(
-                f"{path}: key 'metric_list[{i}].aggregation': only '{own}' is supported, got {aggregation!r}"
-            )
+        higher_is_better = entry.get("higher_is_better")
+        if higher_is_better is not None and not isinstance(higher_is_better, bool):
+            raise TaskConfigError(f"{path}: key 'metric_list[{i}].higher_is_better' must be true or false")
+        if process_results:
+            aggregation = _process_results_aggregation(entry, i, path, resolve)
+        elif output_type == "multiple_choice" and isinstance(entry.get("aggregation"), FunctionRef):
+            aggregation = resolve(f"metric_list[{i}].aggregation", entry["aggregation"])
+        else:
+            # Each metric is reported with its own aggregation: refuse another one rather than mislabel it.
+            own = _OWN_AGGREGATIONS[output_type].get(entry["metric"], "mean")
+            aggregation = entry.get("aggregation", own)
+            if aggregation != own:
+                raise TaskConfigError(
+                    f"{path}: key 'metric_list[{i}].aggregation': only '{own}' is supported, got {aggregation!r}"
+                )
         options = {k: v for k, v in entry.items() if k not in ("metric", "aggregation", "higher_is_better")}
-        specs.append(MetricSpec(entry["metric"], aggregation, entry.get("higher_is_better"), options))
+        specs.append(MetricSpec(entry["metric"], aggregation, higher_is_better, options))
     return tuple(specs)
+
+
+# lm-eval's registered aggregations that take one number per document (metrics/process_results.py computes them).
+PROCESS_RESULTS_AGGREGATIONS = ("mean", "median", "perplexity")
+
+
+def _process_results_aggregation(
+    entry: dict[str, Any], i: int, path: Path, resolve: Callable[[str, Any], Any]
+) -> str | Callable[[list], Any]:
+    aggregation = entry.get("aggregation", "mean")
+    if isinstance(aggregation, FunctionRef):
+        return resolve(f"metric_list[{i}].aggregation", aggregation)
+    if aggregation not in PROCESS_RESULTS_AGGREGATIONS:
+        raise TaskConfigError(
+            f"{path}: key 'metric_list[{i}].aggregation': a process_results metric may use "
+            f"{', '.join(PROCESS_RESULTS_AGGREGATIONS)} or a !function, got {aggregation!r}"
+        )
+    return aggregation
 
 
 @dataclass(frozen=True)
@@ -448,8 +484,25 @@ class TaskFunction:
     def __call__(self, *args: Any) -> Any:
         try:
             return self.function(*args)
+        except TaskCodeError as exc:  # a use the engine refuses (metrics/process_results.py NOT_COMPUTED)
+            raise TaskCodeError(f"!function {self.dotted_name}: {exc}") from None
         except Exception as exc:  # user code: reported with its name, never as a traceback
+            missing = lm_eval_missing(exc)
+            if missing:
+                raise TaskCodeError(f"!function {self.dotted_name}: {missing}") from None
             raise TaskCodeError(f"!function {self.dotted_name} raised {type(exc).__name__}: {exc}") from None
+
+
+LMEVAL_EXTRA = "pip install 'pytest-modelbench[lmeval-task-code]'"
+
+
+def lm_eval_missing(exc: BaseException) -> str | None:
+    """The message for task code that imports lm-eval's own modules (IFEval's instruction registry, for one) when
+    lm-eval is not installed; None for any other failure."""
+    if not isinstance(exc, ModuleNotFoundError) or not (exc.name or "").split(".")[0] == "lm_eval":
+        return None
+    return (f"it imports module '{exc.name}', which is part of lm-eval; install it with {LMEVAL_EXTRA} "
+            "(lm-eval 0.4.13, the version whose tasks this plugin follows)")
 
 
 def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: bool) -> TaskFunction:
@@ -468,7 +521,8 @@ def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: b
         spec.loader.exec_module(module)
         function = getattr(module, attr)
     except Exception as exc:  # user code: any failure is reported, not raised as a traceback
-        raise TaskConfigError(f"{path}: key '{key}': cannot load {ref.dotted_name}: {exc}") from None
+        problem = lm_eval_missing(exc) or exc
+        raise TaskConfigError(f"{path}: key '{key}': cannot load {ref.dotted_name}: {problem}") from None
     if not callable(function):
         raise TaskConfigError(f"{path}: key '{key}': {ref.dotted_name} is not a function")
     return TaskFunction(ref.dotted_name, function)

@@ -17,6 +17,7 @@ Scratch venv (what produced the committed files; Python 3.11, CPU only, no Huggi
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py crows      # a subset
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py gen        # generate_until
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py loglikelihood  # LAMBADA-like
+    /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py process_results  # TruthfulQA-mc2-like
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py --repack   # re-pack only
 
 Wall time on the 2-core dev box (shared with other jobs): arc ~23 min, bangla ~17 min, crows ~2 h
@@ -59,6 +60,10 @@ unchanged).  The include copies carry lm-eval's task names and override the buil
   module's 20 LAMBADA-like passages, 0-shot and 2-shot (shots drawn from the test split, the only one).  Output
   ``lmeval_loglikelihood_lambada_openai_<k>shot.json`` in the multiple-choice layout below: one request per document,
   ``loglikelihoods`` and ``is_greedy`` of one value, per-document ``perplexity`` (the log-likelihood) and ``acc``.
+
+* ``process_results``: the TruthfulQA-mc2-like folder ``tests/fixtures/truthfulqa_mc2`` (lm-eval's truthfulqa_mc2
+  keys, a ``utils.py`` of ours computing mc2's true-answer probability mass, 12 local documents), 0-shot.  Output
+  ``lmeval_process_results_truthfulqa_mc2.json`` in the multiple-choice layout below (``acc`` per document is mc2).
 
 Output: ``tests/reference/lmeval_<run>.json`` = {provenance, task_yaml (the relocated YAML actually
 used), results (lm-eval's ``<metric>,none`` keys without the filter suffix), samples: [{doc_id,
@@ -222,6 +227,16 @@ def build_include_dirs(boolqa_answer: str = "bool") -> dict[str, pathlib.Path]:
     (d / f"{lambada.TASK}.yaml").write_text(relocate_yaml(lambada.TASK_YAML, "json", {"test": test_file}),
                                            encoding="utf-8")
     dirs["lambada"] = d
+
+    # process_results: the TruthfulQA-mc2-like fixture folder (YAML, utils.py, data), the YAML relocated to its data
+    src = REPO / "tests" / "fixtures" / "truthfulqa_mc2"
+    d = inc / "truthfulqa_mc2"
+    d.mkdir(parents=True)
+    shutil.copy(src / "utils.py", d / "utils.py")
+    text = re.sub(r"dataset_kwargs:\n  data_files: .*\n", "", (src / "truthfulqa_mc2.yaml").read_text(encoding="utf-8"))
+    (d / "truthfulqa_mc2.yaml").write_text(relocate_yaml(text, "json", {"validation": src / "validation.jsonl"}),
+                                          encoding="utf-8")
+    dirs["truthfulqa_mc2"] = d
     return dirs
 
 
@@ -568,8 +583,17 @@ def run_loglikelihood(dirs) -> None:
                   extra_provenance={"data": "tests/fixtures/lambada_data.py (20 hand-written passages)"})
 
 
+def run_process_results(dirs) -> None:
+    """A TruthfulQA-mc2-like task (process_results: !function utils.process_results_mc2) on its 12 local documents."""
+    d = dirs["truthfulqa_mc2"]
+    do_mc_run({"truthfulqa_mc2": "process_results_truthfulqa_mc2"}, d, {"truthfulqa_mc2": d / "truthfulqa_mc2.yaml"},
+              None, None, "truthfulqa_mc2",
+              extra_provenance={"data": "tests/fixtures/truthfulqa_mc2 (12 hand-written questions, utils.py ours)"})
+
+
 RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows, "gen": run_gen, "rolling": run_rolling,
-        "chat": run_chat, "chat_mc": run_chat_mc, "gen_prefix": run_gen_prefix, "loglikelihood": run_loglikelihood}
+        "chat": run_chat, "chat_mc": run_chat_mc, "gen_prefix": run_gen_prefix, "loglikelihood": run_loglikelihood,
+        "process_results": run_process_results}
 REPACK = False
 
 

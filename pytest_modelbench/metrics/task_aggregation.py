@@ -1,0 +1,49 @@
+"""A metric's aggregation named in its metric_list entry: lm-eval's `median` or `perplexity`, or the task's own
+`aggregation: !function` (--allow-task-code), called as lm-eval calls it: with the list of per-document items.
+
+The items are the per-document values, except for multiple_choice's f1 and mcc, whose items in lm-eval are
+(gold, predicted choice) pairs: the stored per-document value is the predicted choice, the gold is the document's.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from pytest_modelbench.errors import MetricError, TaskCodeError
+
+GOLD_AND_PREDICTION = ("f1", "mcc")  # multiple_choice metrics whose lm-eval items are (gold, prediction)
+
+
+@dataclass(frozen=True)
+class TaskAggregation:
+    key: str  # the metric's name (with its filter for generate_until), as its values are stored
+    how: str | Callable[[list], Any]  # "median", "perplexity", or a resolved !function
+    gold_and_prediction: bool = False
+
+    def __call__(self, values: Mapping[str, np.ndarray], documents: Sequence) -> float:
+        items = values[self.key]
+        if self.how == "median":
+            return float(np.median(items))
+        if self.how == "perplexity":
+            mean = float(np.mean(items))
+            if -mean > math.log(np.finfo(float).max):
+                raise MetricError(f"metric '{self.key}': perplexity exp({-mean:.1f}) is too large to represent")
+            return math.exp(-mean)
+        if self.gold_and_prediction:
+            arguments = [(list(doc.gold) if isinstance(doc.gold, tuple) else doc.gold, int(pred))
+                         for doc, pred in zip(documents, items)]
+        else:
+            arguments = [float(v) for v in items]
+        try:
+            value = self.how(arguments)
+        except TaskCodeError as exc:
+            raise MetricError(f"metric '{self.key}', aggregation {exc}") from None
+        if not isinstance(value, numbers.Real):
+            raise MetricError(f"metric '{self.key}': aggregation !function {self.how.dotted_name} returned "
+                              f"{value!r} ({type(value).__name__}), not a number")
+        return float(value)

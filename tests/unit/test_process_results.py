@@ -1,0 +1,310 @@
+"""Task code under --allow-task-code: `process_results: !function` (lm-eval 0.4.13's contract), its metrics'
+aggregations (mean, median, !function), the gate on its per-document values, and the errors of bad task code."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_modelbench.errors import DocumentError, MetricError, TaskConfigError
+from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.gate.baseline import Tolerance, dumps, record_from_evaluation
+from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.syrupy_extension import gate_texts
+from pytest_modelbench.scoring.causal import CausalLMScorer
+from pytest_modelbench.tasks.config import load_task_config
+from pytest_modelbench.tasks.task import prepare_task
+from tests.fixtures.gate_records import provenance
+
+MC2 = Path(__file__).resolve().parent.parent / "fixtures" / "truthfulqa_mc2"
+UTILS = '''
+import math
+
+def mc2(doc, results):
+    lls, _ = zip(*results)
+    true_count = doc["labels"].count(1)
+    masses = [math.exp(ll) for ll in lls]
+    return {"mass": sum(masses[:true_count]) / sum(masses), "acc": float(lls.index(max(lls)) < true_count)}
+
+def largest(items):
+    return max(items)
+
+def not_a_dict(doc, results):
+    return [1.0]
+
+def extra_metric(doc, results):
+    return {"mass": 1.0, "acc": 0.0, "surprise": 2.0}
+
+def text_value(doc, results):
+    return {"mass": "high", "acc": 0.0}
+
+def uses_greedy(doc, results):
+    return {"mass": float(any(greedy for _, greedy in results)), "acc": 0.0}
+
+def loglikelihood_pair(doc, results):
+    (ll, greedy), = results
+    return {"mass": ll, "acc": float(greedy)}
+
+def lazy_import(doc, results):
+    from lm_eval.tasks.ifeval import instructions_registry
+    return {}
+
+def generated(doc, results):
+    return {"mass": float(results[0].strip() == doc["answer"]), "acc": float(len(results) == 1)}
+'''
+ROWS = [{"question": f"Question {i}?", "choices": [f"yes {i}", f"true {i}", f"no {i}", "maybe"],
+         "labels": [1, 1, 0, 0], "answer": "yes"} for i in range(8)]
+
+
+TARGETS = {"multiple_choice": "doc_to_target: 0\ndoc_to_choice: choices", "loglikelihood": 'doc_to_target: " yes"',
+           "generate_until": "doc_to_target: answer"}
+
+
+def write_task(tmp_path, function="mc2", aggregation="mean", output_type="multiple_choice", extra=""):
+    (tmp_path / "utils.py").write_text(UTILS, encoding="utf-8")
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS), encoding="utf-8")
+    (tmp_path / "task.yaml").write_text(textwrap.dedent(f"""
+        task: mc2_like
+        dataset_path: json
+        dataset_kwargs:
+          data_files: {{test: test.jsonl}}
+        test_split: test
+        output_type: {output_type}
+        doc_to_text: "Q: {{{{question}}}}\\nA:"
+        {{targets}}
+        process_results: !function utils.{function}
+        metric_list:
+          - metric: mass
+            aggregation: {aggregation}
+            higher_is_better: true
+          - metric: acc
+        """).replace("{targets}", TARGETS[output_type]) + textwrap.dedent(extra), encoding="utf-8")
+    return load_task_config(tmp_path / "task.yaml", allow_task_code=True)
+
+
+class FixedLogLikelihoods:
+    """A backend whose log-likelihoods are given: document i's choices get rows[i]."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def score_task(self, prepared):
+        return [ll for doc in prepared.documents for ll in self.rows[doc.doc_id]]
+
+
+def mc2_mass(lls, true_count=2):
+    total = sum(math.exp(ll) for ll in lls)
+    return sum(math.exp(ll) for ll in lls[:true_count]) / total
+
+
+def test_values_per_document_and_their_mean(tiny_loaded, tmp_path):
+    prepared = prepare_task(write_task(tmp_path), data_dir=tmp_path)
+    evaluation = evaluate_task(prepared, CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer))
+    expected = [mc2_mass(lls) for lls in evaluation.loglikelihoods]
+    assert len(set(np.round(expected, 6))) > 1  # the documents differ, so a value paired with another would show
+    np.testing.assert_allclose(evaluation.scores.per_document["mass"], expected, rtol=1e-12)
+    best = [float(int(np.argmax(lls)) < 2) for lls in evaluation.loglikelihoods]
+    np.testing.assert_array_equal(evaluation.scores.per_document["acc"], best)
+    assert evaluation.scores.overall["mass"].value == pytest.approx(np.mean(expected), rel=1e-12)
+    assert evaluation.scores.overall["mass"].stderr == pytest.approx(np.std(expected, ddof=1) / math.sqrt(8))
+
+
+def test_the_truthfulqa_mc2_fixture_is_scored_as_its_utils_define(tmp_path):
+    shutil.copytree(MC2, tmp_path / "tqa")
+    config = load_task_config(tmp_path / "tqa" / "truthfulqa_mc2.yaml", allow_task_code=True)
+    prepared = prepare_task(config, data_dir=tmp_path / "tqa")
+    rows = [[-1.0 - 0.5 * i - j for j in range(len(doc.continuations))] for i, doc in enumerate(prepared.documents)]
+    evaluation = evaluate_task(prepared, FixedLogLikelihoods(rows))
+    docs = [json.loads(line) for line in (MC2 / "validation.jsonl").read_text().splitlines()]
+    expected = [mc2_mass(lls, doc["mc2_targets"]["labels"].count(1)) for lls, doc in zip(rows, docs)]
+    np.testing.assert_allclose(evaluation.scores.per_document["acc"], expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("aggregation, expected", [("median", np.median), ("!function utils.largest", max)])
+def test_other_aggregations(tmp_path, aggregation, expected):
+    prepared = prepare_task(write_task(tmp_path, aggregation=aggregation), data_dir=tmp_path)
+    rows = [[-1.0 - i, -2.0, -0.5 * i, -3.0] for i in range(8)]
+    evaluation = evaluate_task(prepared, FixedLogLikelihoods(rows))
+    values = [mc2_mass(lls) for lls in rows]
+    assert evaluation.scores.overall["mass"].value == pytest.approx(float(expected(values)), rel=1e-12)
+    assert evaluation.scores.overall["mass"].stderr is None
+
+
+def test_an_aggregation_that_is_not_lm_evals_or_a_function_is_refused(tmp_path):
+    with pytest.raises(TaskConfigError, match=r"task.yaml: key 'metric_list\[0\].aggregation'.*'bleu'"):
+        write_task(tmp_path, aggregation="bleu")
+
+
+def test_a_direction_is_needed_for_a_metric_lm_eval_does_not_register(tmp_path):
+    config = write_task(tmp_path)
+    text = (tmp_path / "task.yaml").read_text().replace("    higher_is_better: true\n", "")
+    (tmp_path / "task.yaml").write_text(text)
+    from pytest_modelbench.metrics.registry import resolve_metrics
+
+    assert [m.direction.kind for m in resolve_metrics(config)] == ["higher", "higher"]  # acc: lm-eval's default
+    with pytest.raises(TaskConfigError, match=r"metric_list\[0\].higher_is_better' is needed: 'mass'"):
+        resolve_metrics(load_task_config(tmp_path / "task.yaml", allow_task_code=True))
+
+
+@pytest.mark.parametrize("aggregation", ["mean", "median"])
+def test_the_gate_pairs_documents_and_a_worse_model_regresses(tmp_path, aggregation):
+    prepared = prepare_task(write_task(tmp_path, aggregation=aggregation), data_dir=tmp_path)
+    rng = np.random.default_rng(0)
+    documents = prepared.documents * 1
+    good = [[-0.5, -0.7, -3.0, -3.5] + rng.normal(0, 0.1, 4) for _ in documents]
+    bad = [[-3.0, -3.5, -0.5, -0.7] + rng.normal(0, 0.1, 4) for _ in documents]
+    tolerance = Tolerance(absolute_margin=0.01, alpha=0.05)
+
+    def gated(rows, baseline_rows):
+        texts = []
+        for backend_rows in (rows, baseline_rows):
+            evaluation = evaluate_task(prepared, FixedLogLikelihoods([list(r) for r in backend_rows]))
+            texts.append(dumps(record_from_evaluation(evaluation, suite="s", baseline_name="default",
+                                                      provenance=provenance(), tolerance=tolerance)))
+        aggregates = {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
+        return gate_texts(texts[0], texts[1], prepared.documents, aggregates).comparison
+
+    same = gated(good, good)
+    assert {e.verdict for e in same.entries} == {Verdict.PASS}
+    worse = gated(bad, good)
+    mass = next(e for e in worse.entries if e.metric == "mass")
+    assert mass.verdict is Verdict.REGRESSED and mass.test == "bootstrap" and mass.delta < -0.5
+
+
+def test_a_result_that_is_not_a_dict_names_the_file_and_document(tmp_path):
+    prepared = prepare_task(write_task(tmp_path, function="not_a_dict"), data_dir=tmp_path)
+    with pytest.raises(DocumentError, match=r"task.yaml: task 'mc2_like', document 0: process_results "
+                                            r"\(!function utils.not_a_dict\) returned list .*not a dict"):
+        evaluate_task(prepared, FixedLogLikelihoods([[-1.0] * 4] * 8))
+
+
+def test_a_metric_not_in_metric_list_names_the_file_and_document(tmp_path):
+    prepared = prepare_task(write_task(tmp_path, function="extra_metric"), data_dir=tmp_path)
+    with pytest.raises(DocumentError, match=r"task.yaml: task 'mc2_like', document 0: .* returned metric "
+                                            r"'surprise', which is not in metric_list \(mass, acc\)"):
+        evaluate_task(prepared, FixedLogLikelihoods([[-1.0] * 4] * 8))
+
+
+def test_a_value_that_is_not_a_number_is_refused(tmp_path):
+    prepared = prepare_task(write_task(tmp_path, function="text_value"), data_dir=tmp_path)
+    with pytest.raises(DocumentError, match=r"document 0: .* returned 'high' \(str\) for metric 'mass'"):
+        evaluate_task(prepared, FixedLogLikelihoods([[-1.0] * 4] * 8))
+
+
+def test_is_greedy_of_a_choice_is_not_computed_and_using_it_is_an_error(tmp_path):
+    prepared = prepare_task(write_task(tmp_path, function="uses_greedy"), data_dir=tmp_path)
+    with pytest.raises(DocumentError, match=r"document 0: process_results !function utils.uses_greedy: it uses "
+                                            r"is_greedy of a multiple_choice choice"):
+        evaluate_task(prepared, FixedLogLikelihoods([[-1.0] * 4] * 8))
+
+
+def test_loglikelihood_results_are_one_pair(tiny_loaded, tmp_path):
+    config = write_task(tmp_path, function="loglikelihood_pair", output_type="loglikelihood")
+    prepared = prepare_task(config, data_dir=tmp_path)
+    evaluation = evaluate_task(prepared, CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer))
+    np.testing.assert_array_equal(evaluation.scores.per_document["mass"], [lls[0] for lls in evaluation.loglikelihoods])
+    np.testing.assert_array_equal(evaluation.scores.per_document["acc"], np.array(evaluation.greedy, float))
+
+
+def test_generate_until_results_are_each_pipelines_answer(tmp_path):
+    config = write_task(tmp_path, function="generated", output_type="generate_until", extra="""
+        filter_list:
+          - name: whole
+            filter: [{function: take_first}]
+          - name: first_word
+            filter: [{function: regex, regex_pattern: "(\\\\w+)"}, {function: take_first}]
+        """)
+
+    class Answers:
+        def generate_task(self, prepared):
+            return [" yes, surely" if doc.doc_id % 2 else "no" for doc in prepared.documents]
+
+    evaluation = evaluate_task(prepare_task(config, data_dir=tmp_path), Answers())
+    assert [m.name for m in evaluation.scores.metrics] == [
+        "mass,whole", "mass,first_word", "acc,whole", "acc,first_word"]
+    np.testing.assert_array_equal(evaluation.scores.per_document["mass,whole"], [0.0] * 8)
+    np.testing.assert_array_equal(evaluation.scores.per_document["mass,first_word"], [0.0, 1.0] * 4)
+
+
+def test_task_code_that_imports_lm_eval_names_the_module_and_the_extra(tmp_path):
+    write_task(tmp_path)
+    (tmp_path / "utils.py").write_text("from lm_eval.tasks.ifeval import instructions_registry\n" + UTILS)
+    with pytest.raises(TaskConfigError, match=r"task.yaml: key 'process_results': cannot load utils.mc2: it imports "
+                                              r"module 'lm_eval'.*pytest-modelbench\[lmeval-task-code\]"):
+        load_task_config(tmp_path / "task.yaml", allow_task_code=True)
+
+
+def test_an_import_of_lm_eval_inside_the_function_names_the_document_and_the_extra(tmp_path):
+    prepared = prepare_task(write_task(tmp_path, function="lazy_import"), data_dir=tmp_path)
+    with pytest.raises(DocumentError, match=r"document 0: process_results !function utils.lazy_import: it imports "
+                                            r"module 'lm_eval'.*pytest-modelbench\[lmeval-task-code\]"):
+        evaluate_task(prepared, FixedLogLikelihoods([[-1.0] * 4] * 8))
+
+
+def test_process_results_needs_allow_task_code(tmp_path):
+    write_task(tmp_path)
+    with pytest.raises(TaskConfigError, match=r"key 'process_results' uses '!function utils.mc2'.*--allow-task-code"):
+        load_task_config(tmp_path / "task.yaml")
+
+
+MC_UTILS = '''
+def pairs(items):
+    global SEEN
+    SEEN = list(items)
+    return sum(1.0 for gold, pred in items if gold == pred) / len(items) + 10.0
+
+def smallest(items):
+    return min(items) - 1.0
+'''
+
+
+def test_function_aggregations_of_a_multiple_choice_tasks_own_metrics(tmp_path):
+    """lm-eval calls an `aggregation: !function` with the metric's per-document items: (gold, prediction) pairs for
+    f1 and mcc, the values for the others; the gate re-applies it (its aggregate is the function)."""
+    (tmp_path / "utils.py").write_text(MC_UTILS, encoding="utf-8")
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS), encoding="utf-8")
+    (tmp_path / "task.yaml").write_text(textwrap.dedent("""
+        task: mc_own
+        dataset_path: json
+        dataset_kwargs:
+          data_files: {test: test.jsonl}
+        test_split: test
+        output_type: multiple_choice
+        doc_to_text: "{{question}}"
+        doc_to_target: "{{labels.index(0)}}"
+        doc_to_choice: choices
+        metric_list:
+          - metric: f1
+            aggregation: !function utils.pairs
+          - metric: acc
+            aggregation: !function utils.smallest
+        """), encoding="utf-8")
+    config = load_task_config(tmp_path / "task.yaml", allow_task_code=True)
+    prepared = prepare_task(config, data_dir=tmp_path)
+    rows = [[-1.0, -2.0, -0.5, -3.0] if i % 4 else [-0.1, -2.0, -0.5, -3.0] for i in range(8)]
+    evaluation = evaluate_task(prepared, FixedLogLikelihoods(rows))
+    # gold is choice 2 everywhere; documents 0 and 4 pick choice 0, the others choice 2
+    assert evaluation.scores.overall["f1"].value == pytest.approx(6 / 8 + 10.0)
+    assert evaluation.scores.overall["acc"].value == pytest.approx(-1.0)
+    metrics = {m.name: m for m in evaluation.scores.metrics}
+    assert metrics["f1"].aggregate({"f1": np.array([2.0, 0.0])}, prepared.documents[:2]) == pytest.approx(10.5)
+    with pytest.raises(TaskConfigError, match=r"metric_list\[0\].aggregation' uses '!function utils.pairs'"):
+        load_task_config(tmp_path / "task.yaml")
+
+
+def test_a_function_aggregation_on_another_output_types_own_metric_is_refused(tmp_path):
+    write_task(tmp_path, output_type="generate_until")
+    text = (tmp_path / "task.yaml").read_text()
+    text = text.replace("process_results: !function utils.mc2\n", "").replace(
+        "metric: mass\n    aggregation: mean\n    higher_is_better: true\n  - metric: acc\n",
+        "metric: exact_match\n    aggregation: !function utils.largest\n")
+    (tmp_path / "task.yaml").write_text(text)
+    with pytest.raises(TaskConfigError, match=r"task.yaml: key 'metric_list\[0\].aggregation': only 'mean' is "
+                                              r"supported, got !function utils.largest"):
+        load_task_config(tmp_path / "task.yaml", allow_task_code=True)
