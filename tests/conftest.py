@@ -14,6 +14,8 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 sys.path.insert(0, str(REPO))
 
 pytest_plugins = ["pytester"]
+# Fixture task YAMLs (tests/fixtures/truthfulqa_mc2/) are loaded by their tests, never collected as gated tasks.
+collect_ignore = ["fixtures"]
 pytest.register_assert_rewrite("tests.fixtures.lmeval_references")
 
 # Tests never reach the Hugging Face Hub; without this a missing dataset waits on network retries.

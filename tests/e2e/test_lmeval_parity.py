@@ -29,10 +29,11 @@ from tests.fixtures.lmeval_references import (
     tolerance_for,
 )
 
-# generate_until, loglikelihood_rolling, loglikelihood and chat-template references:
-# test_lmeval_{generation,rolling,loglikelihood,chat}_parity.py
+# generate_until, loglikelihood_rolling, loglikelihood, process_results and chat-template references:
+# test_lmeval_{generation,rolling,loglikelihood,process_results,chat}_parity.py
 MC_REFERENCES = sorted(p.name for p in REFERENCE_DIR.glob("lmeval_*.json") if "crows" not in p.name and not
-                       p.name.startswith(("lmeval_gen_", "lmeval_rolling_", "lmeval_loglikelihood_", "lmeval_chat_")))
+                       p.name.startswith(("lmeval_gen_", "lmeval_rolling_", "lmeval_loglikelihood_",
+                                          "lmeval_process_results_", "lmeval_chat_")))
 
 
 @pytest.fixture(scope="module")
