@@ -73,8 +73,8 @@ def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> Task
     except RequestError as exc:
         raise TaskConfigError(f"{_task(prepared)}: {exc.problem}") from None
     per_doc = [[value] for value in values]
-    for doc, document_values in zip(prepared.documents, per_doc):
-        _check_finite(prepared, doc, document_values)
+    for doc, values_of_doc in zip(prepared.documents, per_doc):
+        _check_finite(prepared, doc, values_of_doc)
     return TaskEvaluation(prepared, per_doc, _score(prepared, metrics, per_doc))
 
 
