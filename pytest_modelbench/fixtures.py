@@ -59,8 +59,7 @@ class ModelbenchModel:
         identity = identify(config.source, config.task, self._config.getini("modelbench_suites"))
         # Refuses another file of the same suite and name as a task of this session: its row would replace that one.
         self._config.stash.setdefault(TASKS_KEY, TaskRegistry()).add(identity, config.source)
-        done = self._runner.evaluations.get(identity)
-        return done if done is not None else self._runner.evaluate(config, identity)
+        return self._runner.evaluate(config, identity)
 
     def _task_config(self, task: str | os.PathLike) -> TaskConfig:
         allow_code = self._config.getoption("--allow-task-code")

@@ -10,6 +10,7 @@ import pytest
 from pytest_modelbench import cli_options, fixtures, inspection
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate import pytest_integration as gate
+from pytest_modelbench.metrics.group_scores import group_metrics
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.refusals import format_refusals
 from pytest_modelbench.report import format_table, json_text, results_document
@@ -19,6 +20,7 @@ from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
 from pytest_modelbench.scoring.progress import pytest_sink as progress_sink
 from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_config
 from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
+from pytest_modelbench.tasks.groups import ScorableGroup, is_group_file, load_group
 from pytest_modelbench.tasks.identity import TaskId, TaskRegistry, identify
 
 RUNNER_KEY = pytest.StashKey[BenchRunner]()
@@ -28,6 +30,7 @@ SCOPE_ROOTS_KEY = pytest.StashKey[frozenset]()
 TASK_FILES_KEY = pytest.StashKey[dict]()  # on a folder's collector: file path -> its TaskFile, or None
 REFUSED_KEY = pytest.StashKey[list]()  # (task file, error message) for each task file that cannot be loaded
 TASKS_KEY = pytest.StashKey[TaskRegistry]()  # the session's task files, by suite and task (tasks/identity.py)
+GROUP_INDEXES_KEY = pytest.StashKey[dict]()  # group member names by folder (tasks/groups.py TaskIndex), built once
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
@@ -136,7 +139,8 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     # a folder's task files are made once, so naming thousands of them stays linear.
     made = parent.stash.setdefault(TASK_FILES_KEY, {})
     if file_path not in made:
-        made[file_path] = TaskFile.from_parent(parent, path=file_path) if is_task_file(file_path) else None
+        made[file_path] = (TaskFile.from_parent(parent, path=file_path) if is_task_file(file_path)
+                           else GroupFile.from_parent(parent, path=file_path) if is_group_file(file_path) else None)
     return made[file_path]
 
 
@@ -166,10 +170,33 @@ class TaskFile(pytest.File):
         return super().repr_failure(excinfo, style)
 
 
-class TaskItem(pytest.Item):
-    def __init__(self, *, task_config: TaskConfig, task_id: TaskId, **kwargs):
+class GroupFile(pytest.File):
+    """A group YAML (tasks/groups.py): one item gating the group's aggregates, its subgroups and tasks as categories.
+    Its tasks are loaded and checked here, as a task file's are."""
+
+    def collect(self):
+        suites = self.config.getini("modelbench_suites")
+        try:
+            group = load_group(self.path, suites, self.config.stash.setdefault(GROUP_INDEXES_KEY, {}),
+                               allow_task_code=self.config.getoption("--allow-task-code"))
+            group_metrics(group.tree, {leaf.name: resolve_metrics(config) for leaf, config, _ in group.leaf_tasks})
+            identity = identify(self.path, group.tree.name, suites)
+            self.config.stash.setdefault(TASKS_KEY, TaskRegistry()).add(identity, self.path)
+        except ModelbenchError as exc:
+            self.config.stash.setdefault(REFUSED_KEY, []).append((self.path, str(exc)))
+            raise
+        item = GroupItem.from_parent(self, name=group.tree.name, group=group, task_id=identity)
+        item.add_marker("modelbench")
+        yield item
+
+    repr_failure = TaskFile.repr_failure
+
+
+class ModelbenchItem(pytest.Item):
+    """A gated item: a task or a group."""
+
+    def __init__(self, *, task_id: TaskId, **kwargs):
         super().__init__(**kwargs)
-        self.task_config = task_config
         self.task_id = task_id
 
     def runtest(self) -> None:
@@ -177,13 +204,37 @@ class TaskItem(pytest.Item):
         if runner.options.model is None:
             pytest.skip(f"no --model given (try --model={DEFAULT_MODEL})")
         gate.check_ready(self)  # fails closed, before scoring, when there are no baselines to compare with
-        evaluation = runner.evaluate(self.task_config, self.task_id)
+        evaluation = self.evaluate(runner)
         gate.check_item(self, evaluation, runner)  # baseline gate: fails on a regression, see gate/pytest_integration.py
+
+    def evaluate(self, runner: BenchRunner):
+        raise NotImplementedError
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ModelbenchError):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style)
+
+
+class GroupItem(ModelbenchItem):
+    def __init__(self, *, group: ScorableGroup, **kwargs):
+        super().__init__(**kwargs)
+        self.group = group
+
+    def evaluate(self, runner: BenchRunner):
+        return runner.evaluate_group(self.group, self.task_id)
+
+    def reportinfo(self):
+        return self.path, None, f"group {self.name}"
+
+
+class TaskItem(ModelbenchItem):
+    def __init__(self, *, task_config: TaskConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.task_config = task_config
+
+    def evaluate(self, runner: BenchRunner):
+        return runner.evaluate(self.task_config, self.task_id)
 
     def reportinfo(self):
         return self.path, None, f"task {self.name}"

@@ -9,11 +9,13 @@ from typing import Callable
 
 from pytest_modelbench.errors import ModelbenchError, ModelLoadError
 from pytest_modelbench.evaluation import TaskEvaluation, evaluate_task
+from pytest_modelbench.metrics.group_scores import GroupEvaluation, score_group
 from pytest_modelbench.scoring.backend import Backend, unset_batch_size
 from pytest_modelbench.scoring.loading import (
     LoadedModel, detect_model_type, load_model, load_tokenizer, resolve_model_source,
 )
 from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.groups import ScorableGroup
 from pytest_modelbench.tasks.identity import TaskId
 from pytest_modelbench.tasks.prompt_format import PromptFormat, prompt_format
 from pytest_modelbench.tasks.task import prepare_task
@@ -50,7 +52,8 @@ class RunOptions:
 @dataclass
 class BenchRunner:
     options: RunOptions
-    evaluations: dict[TaskId, TaskEvaluation] = field(default_factory=dict)  # by suite and task (tasks/identity.py)
+    # by suite and task (tasks/identity.py); groups too (GroupEvaluation)
+    evaluations: dict[TaskId, TaskEvaluation | GroupEvaluation] = field(default_factory=dict)
     _loaded: LoadedModel | None = None
     _load_error: ModelbenchError | None = None
     _backend: Backend | None = None
@@ -89,6 +92,10 @@ class BenchRunner:
         return self._backend
 
     def evaluate(self, config: TaskConfig, identity: TaskId) -> TaskEvaluation:
+        """The task's evaluation, scored once per session: a task reached through its file and through groups is
+        scored the first time and reused after."""
+        if identity in self.evaluations:
+            return self.evaluations[identity]
         with loading_output(self.options.third_party_output):
             prepared = prepare_task(
                 config, data_dir=self.options.data_dir, num_fewshot=self.options.num_fewshot, limit=self.options.limit,
@@ -96,6 +103,14 @@ class BenchRunner:
             )
         # Bound to the task: progress counts its documents; a masked LM scores whole documents (CrowS shared tokens).
         evaluation = evaluate_task(prepared, self.backend())
+        self.evaluations[identity] = evaluation
+        return evaluation
+
+    def evaluate_group(self, group: ScorableGroup, identity: TaskId) -> GroupEvaluation:
+        """A group's scores from its leaf tasks, each evaluated (or reused) as a task of its own."""
+        leaves = {leaf.name: self.evaluate(config, leaf_identity)
+                  for leaf, config, leaf_identity in group.leaf_tasks}
+        evaluation = score_group(group.tree, leaves)
         self.evaluations[identity] = evaluation
         return evaluation
 

@@ -144,6 +144,9 @@ class BaselineRecord:
     doc_ids: tuple[int, ...]
     doc_categories: tuple[str | None, ...]
     values: Mapping[str, np.ndarray]  # metric name → per-document values, in doc_keys order (per-document metrics)
+    # A group's subgroups: category → the document categories (leaf tasks) it unites. A group metric that some of
+    # its tasks do not score holds NaN (null in the file) for their documents.
+    category_members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -224,15 +227,18 @@ def record_from_evaluation(
         doc_ids=tuple(int(d.doc_id) for d in documents),
         doc_categories=tuple(d.category for d in documents),
         values=values,
+        category_members=dict(getattr(prepared, "category_members", {})),
     )
 
 
 # --------------------------------------------------------------------------- serialization
 
 
-def _number(value: float | np.ndarray, binary: bool) -> int | float | list[float]:
+def _number(value: float | np.ndarray, binary: bool) -> int | float | list[float] | None:
     if np.ndim(value):  # a corpus score's per-document statistics (metrics/translation.py)
         return [float(item) for item in value]
+    if math.isnan(value):  # a group metric on a document of a task that does not score it
+        return None
     return int(value) if binary else float(value)
 
 
@@ -302,6 +308,8 @@ def to_document(record: BaselineRecord) -> dict[str, Any]:
         },
         "metrics": {m.name: _metric_json(m) for m in record.metrics},
         "category_field": record.category_field,
+        **({"category_members": {k: list(v) for k, v in record.category_members.items()}}
+           if record.category_members else {}),
         "scores": {
             "overall": {name: _summary_json(s) for name, s in record.overall.items()},
             "categories": {
@@ -404,7 +412,8 @@ def _cell(value: Any, metric: MetricInfo, key: str) -> float | list[float]:
         _require(bool(value) and None not in value, f"document {key}: '{metric.name}' must be a list of numbers")
         return [_optional_number(item, label) for item in value]
     number = _optional_number(value, label)
-    _require(number is not None, f"document {key}: value of '{metric.name}' is missing")
+    if number is None:  # counted against the metric's n (a group's task that does not score it)
+        return math.nan
     if metric.binary:
         _require(number in (0.0, 1.0), f"document {key}: '{metric.name}' is binary, found {value!r}")
     return number
@@ -554,13 +563,21 @@ def _parse_document(document: Any) -> BaselineRecord:
         for metric, value in zip(row_metrics, row[first_metric:]):
             cells[metric.name].append(_cell(value, metric, key))
     values = {name: _column(column, name) for name, column in cells.items()}
+    raw_members = document.get("category_members", {})
+    _require(isinstance(raw_members, dict) and all(
+        isinstance(v, list) and v and all(isinstance(c, str) and c in doc_categories for c in v)
+        for v in raw_members.values()), "key 'category_members' must map categories to lists of document categories")
 
     for info in metrics:
         metric = info.name
         summary = overall[metric]
-        _require(summary.n == len(rows), f"key 'scores.overall.{metric}.n' is {summary.n} but there are {len(rows)} documents")
-        if rows and summary.value is not None and info.per_document and not info.aggregate:
-            recomputed = float(np.mean(values[metric]))
+        scored = len(rows)
+        if info.per_document and values[metric].ndim == 1:
+            scored = int(np.count_nonzero(~np.isnan(values[metric])))
+        counted = f"there are {scored} documents" if scored == len(rows) else f"{scored} of {len(rows)} documents have a value"
+        _require(summary.n == scored, f"key 'scores.overall.{metric}.n' is {summary.n} but {counted}")
+        if scored and summary.value is not None and info.per_document and not info.aggregate:
+            recomputed = float(np.nanmean(values[metric]))
             _require(
                 math.isclose(summary.value, recomputed, rel_tol=1e-9, abs_tol=1e-12),
                 f"key 'scores.overall.{metric}.value' ({summary.value}) does not match the per-document outcomes ({recomputed})",
@@ -580,6 +597,7 @@ def _parse_document(document: Any) -> BaselineRecord:
         doc_ids=tuple(doc_ids),
         doc_categories=tuple(doc_categories),
         values=values,
+        category_members={k: tuple(v) for k, v in raw_members.items()},
     )
 
 

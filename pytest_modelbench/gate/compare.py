@@ -29,6 +29,8 @@ Against the margin δ (non-inferiority): p_worse = Φ((delta + δ) / SE) is the 
 −δ"; for 0/1 metrics it is also never below McNemar's one-sided exact tail (a regression beyond the margin is a
 regression, and the tail keeps a handful of discordant documents, where the normal approximation is poor, from
 blocking). The bootstrap gives only the SE, so no number of resamples limits how small a p-value can be.
+Categories. A category holds the documents of that category; a group's subgroup (`category_members`) holds those of
+its tasks. A group metric that some tasks do not score is tested on the documents of those that do.
 Error control. The task's entries (every metric, overall and per category) are one family, tested with weighted
 Holm at alpha / tasks (`Tolerance.task_alpha`): the overall entries share half the weight, the categories the other
 half (the overall entries all of it when there are no categories); a rejected entry passes its weight on.
@@ -265,18 +267,24 @@ def compare(
     groups: list[tuple[str | None, np.ndarray]] = [(None, np.ones(len(order), dtype=bool))]
     if candidate.category_field is not None:
         groups += [(c, categories == c) for c in sorted(set(categories.tolist()))]
+    groups += [(c, np.isin(categories, members)) for c, members in sorted(candidate.category_members.items())]
 
     base_values = {name: np.asarray(v, dtype=float)[order] for name, v in baseline.values.items()}
     cand_values = {name: np.asarray(v, dtype=float) for name, v in candidate.values.items()}
     tested: list[tuple[Any, str | None, int, float, float, _Test]] = []  # metric, category, n, values, test
     for metric in candidate.metrics:
         seed = functools.partial(_seed, candidate.task, metric.name)
+        # A group metric has no value on the documents of its tasks that do not score it (NaN on both sides).
+        scored = ~np.isnan(cand_values[metric.name]) if metric.name in cand_values and cand_values[metric.name].ndim == 1 \
+            else np.ones(len(order), dtype=bool)
         if metric.aggregate:
             aggregate = (aggregates or {}).get(metric.name) or _registered_aggregate(metric.name)
             if aggregate is None or documents is None:  # never drop an entry: the caller must pass the documents
                 raise ValueError(f"metric '{metric.name}' is an aggregate: compare() needs the candidate's documents")
             for category, mask in groups:
-                idx = np.flatnonzero(mask)
+                idx = np.flatnonzero(mask & scored)
+                if not idx.size:
+                    continue
                 base_value, cand_value, test = aggregate_test(
                     aggregate, {k: v[idx] for k, v in base_values.items()}, {k: v[idx] for k, v in cand_values.items()},
                     [documents[i] for i in idx], direction=metric.direction, ideal=metric.ideal, seed=seed(category),
@@ -287,7 +295,7 @@ def compare(
                 tested.append((metric, category, len(idx), base_value, cand_value, test))
         else:
             for category, mask in groups:
-                base, cand = base_values[metric.name][mask], cand_values[metric.name][mask]
+                base, cand = base_values[metric.name][mask & scored], cand_values[metric.name][mask & scored]
                 if base.size == 0:
                     continue
                 test = paired_test(

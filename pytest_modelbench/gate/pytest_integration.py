@@ -90,6 +90,7 @@ PACKAGES = ("pytest-modelbench", "torch", "transformers", "tokenizers", "dataset
 EXIT_STATUS_FAIL_UNUSED = 1  # as syrupy
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
 _YAML_SUFFIXES = (".yaml", ".yml")
+GATED_ITEMS = ("TaskItem", "GroupItem")  # plugin.py's items that are gated: a task, a group (each one task here)
 
 
 class GateFailure(ModelbenchError):
@@ -188,6 +189,9 @@ def scoring_protocol(evaluation: Any, backend: Any, batch_size: int | str) -> st
     explicit = getattr(evaluation, "scoring_protocol", None) or getattr(evaluation.prepared, "scoring_protocol", None)
     if explicit:
         return str(explicit)
+    leaves = getattr(evaluation, "leaves", None)
+    if leaves is not None:  # a group (metrics/group_scores.py): its tasks' protocols, each once
+        return " | ".join(dict.fromkeys(scoring_protocol(leaf, backend, batch_size) for leaf in leaves))
     generated = getattr(evaluation, "generations", None) is not None
     if generated and evaluation.prepared.config.generation.sampling:
         # The seed and the batch size choose the draw, so a run reproduces its baseline's answers only with both.
@@ -303,9 +307,10 @@ class GateSession:
 
     # ------------------------------------------------------------------ one item
 
-    def tolerance(self, task_config: Any) -> Tolerance:
-        """The task's gate settings (gate/settings.py)."""
-        return resolve_tolerance(task_config, self.overrides, self.gated_tasks if self.error_control == "session" else 1)
+    def tolerance(self, task_config: Any, metrics: Any = None) -> Tolerance:
+        """The task's (or group's) gate settings (gate/settings.py)."""
+        tasks = self.gated_tasks if self.error_control == "session" else 1
+        return resolve_tolerance(task_config, self.overrides, tasks, metrics)
 
     def provenance(self, evaluation: Any, runner: Any) -> Provenance:
         backend = runner.backend().describe()
@@ -363,7 +368,7 @@ class GateSession:
             return
         candidate = record_from_evaluation(
             evaluation, suite=identity.suite, baseline_name=self.baseline_name,
-            provenance=self.provenance(evaluation, runner), tolerance=self.tolerance(task_config),
+            provenance=self.provenance(evaluation, runner), tolerance=self.tolerance(task_config, evaluation.scores.metrics),
         )
         candidate_text = dumps(candidate)
         stored_text, common["working_tree_differs"] = self.read_stored(path)
@@ -456,11 +461,11 @@ class GateSession:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # Every xdist worker collects the same selected items, so each one splits alpha over the same count and an
         # item can be gated on its own, wherever it runs.
-        self.gated_tasks = max(1, sum(type(item).__name__ == "TaskItem" for item in session.items))
+        self.gated_tasks = max(1, sum(type(item).__name__ in GATED_ITEMS for item in session.items))
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         if item.path is not None and item.path.suffix in _YAML_SUFFIXES and hasattr(item, "runtest"):
-            if type(item).__name__ == "TaskItem":
+            if type(item).__name__ in GATED_ITEMS:
                 self.suite_dirs.add(Path(item.path).parent.resolve())
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -545,12 +550,14 @@ class GateSession:
     # ------------------------------------------------------------------ unused baselines
 
     def find_unused(self) -> list[str]:
-        """Baselines of this name, in the folders of the suites collected this session, whose task YAML is gone.
+        """Baselines of this name, in the folders of the suites collected this session, whose task (or group) YAML is
+        gone.
 
         Decided from the task YAMLs on disk, not from the selection: a task deselected with -k or -m keeps its
         baseline. A suite folder with a YAML that cannot be read is skipped (its tasks are unknown).
         """
         from pytest_modelbench.tasks.config import is_task_file
+        from pytest_modelbench.tasks.groups import is_group_file
         from pytest_modelbench.tasks.yaml_loader import load_merged_yaml
 
         defined: dict[Path, set[str]] = {}
@@ -559,15 +566,18 @@ class GateSession:
             folder = self.name_dir / suite_of(suite_dir, self.suite_roots)
             names = defined.setdefault(folder, set())
             for yaml_path in sorted(suite_dir.iterdir()):
-                if yaml_path.suffix not in _YAML_SUFFIXES or not yaml_path.is_file() or not is_task_file(yaml_path):
+                if yaml_path.suffix not in _YAML_SUFFIXES or not yaml_path.is_file():
+                    continue
+                key = "task" if is_task_file(yaml_path) else "group" if is_group_file(yaml_path) else None
+                if key is None:
                     continue
                 try:
-                    task = load_merged_yaml(yaml_path).get("task")
+                    name = load_merged_yaml(yaml_path).get(key)
                 except ModelbenchError:
                     unknown.add(folder)
                     continue
-                if isinstance(task, str):
-                    names.add(safe_file_stem(task))
+                if isinstance(name, str):
+                    names.add(safe_file_stem(name))
         unused = []
         for folder, names in defined.items():
             if folder in unknown or not folder.is_dir():

@@ -11,21 +11,24 @@ Alpha. --gate-alpha, else the YAML's `modelbench.gate.alpha`, else 0.05; the tas
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.metrics.generative import base_metric_name
-from pytest_modelbench.metrics.registry import Margin, resolve_metrics
+from pytest_modelbench.metrics.registry import Margin, Metric, resolve_metrics
 
 DEFAULT_TOLERANCE = Tolerance(absolute_margin=0.01, relative_margin=0.0, alpha=0.05)
 MARGIN_KEYS = {"absolute_margin": "absolute", "relative_margin": "relative"}  # gate key -> Margin field
 
 
-def resolve_tolerance(task_config: Any, overrides: Mapping[str, float], tasks: int) -> Tolerance:
+def resolve_tolerance(task_config: Any, overrides: Mapping[str, float], tasks: int,
+                      metrics: Sequence[Metric] | None = None) -> Tolerance:
     """The task's Tolerance. `overrides`: the command line's gate keys (absolute_margin, relative_margin, alpha),
-    already checked; `tasks`: the number of gated tasks sharing the alpha (1 under per-task control)."""
+    already checked; `tasks`: the number of gated tasks sharing the alpha (1 under per-task control); `metrics`: the
+    scored metrics (a group's aggregates), else the task config's metric_list."""
     yaml_gate = task_config.gate
-    metrics = resolve_metrics(task_config)  # it ran at collection, so it does not raise here
+    if metrics is None:
+        metrics = resolve_metrics(task_config)  # it ran at collection, so it does not raise here
     alpha = _first(overrides.get("alpha"), yaml_gate.alpha, DEFAULT_TOLERANCE.alpha)
     if any(key in overrides for key in MARGIN_KEYS):
         every = Margin(**{field_name: overrides.get(key, 0.0) for key, field_name in MARGIN_KEYS.items()})
