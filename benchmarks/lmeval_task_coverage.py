@@ -7,7 +7,9 @@ TASKS_DIR is `lm_eval/tasks` from lm-eval's wheel (recipe in benchmarks/collect_
 pure YAML when its merged config (includes resolved) holds no `!function`: whether it loads then depends on this
 engine alone, not on the task's Python code. Each one gets the checks collection runs on a task file
 (`load_task_config` and `resolve_metrics`, as plugin.TaskFile does); files whose YAML cannot be read at all are
-counted apart. The output type is lm-eval's reading of the file: generate_until when the key is absent. Refusals are
+counted apart. Group files (a `group` key) are counted on a line of their own: each is resolved by name over the
+whole folder (lm-eval's index) and its aggregates checked, as collection does (plugin.GroupFile; with task code
+only when --allow-task-code is given). The output type is lm-eval's reading of the file: generate_until when the key is absent. Refusals are
 grouped as the terminal summary groups them (refusals.py). With --allow-task-code every task file is counted, its
 `!function` code loaded as `pytest --allow-task-code` loads it (lm-eval itself is not installed here, so code that
 imports it is refused naming the lmeval-task-code extra).
@@ -21,12 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.metrics.group_scores import group_metrics
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.refusals import group_refusals
 from pytest_modelbench.tasks.config import is_task_file, load_task_config
+from pytest_modelbench.tasks.groups import TaskIndex, is_group_file, load_group
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml
 
 LM_EVAL_DEFAULT_OUTPUT_TYPE = "generate_until"
+GROUP = "group files"  # counted beside the output types: each one is a gated item of its own
 
 
 def has_function(value: Any) -> bool:
@@ -49,7 +54,16 @@ def main() -> None:
     files = Counter()
     refusals: dict[str, list[tuple[Path, str]]] = defaultdict(list)
     with_code = unreadable = 0
+    indexes: dict[Path, TaskIndex] = {}
     for path in sorted(tasks_dir.rglob("*.yaml")):
+        if is_group_file(path):
+            files[GROUP] += 1
+            try:
+                group = load_group(path, [tasks_dir], indexes, allow_task_code=allow_task_code)
+                group_metrics(group.tree, {leaf.name: resolve_metrics(config) for leaf, config, _ in group.leaf_tasks})
+            except ModelbenchError as exc:
+                refusals[GROUP].append((path, str(exc)))
+            continue
         if not is_task_file(path):
             continue
         try:

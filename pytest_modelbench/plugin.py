@@ -20,7 +20,7 @@ from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
 from pytest_modelbench.scoring.progress import pytest_sink as progress_sink
 from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_config
 from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
-from pytest_modelbench.tasks.groups import ScorableGroup, is_group_file, load_group
+from pytest_modelbench.tasks.groups import ScorableGroup, bundle_members, is_group_file, load_group
 from pytest_modelbench.tasks.identity import TaskId, TaskRegistry, identify
 
 RUNNER_KEY = pytest.StashKey[BenchRunner]()
@@ -171,23 +171,33 @@ class TaskFile(pytest.File):
 
 
 class GroupFile(pytest.File):
-    """A group YAML (tasks/groups.py): one item gating the group's aggregates, its subgroups and tasks as categories.
-    Its tasks are loaded and checked here, as a task file's are."""
+    """A group YAML (tasks/groups.py): one item gating the group's aggregates, its subgroups and tasks as categories;
+    for a bundle (no aggregate_metric_list), one item per member. Its tasks are loaded and checked here, as a task
+    file's are."""
 
     def collect(self):
         suites = self.config.getini("modelbench_suites")
         try:
             group = load_group(self.path, suites, self.config.stash.setdefault(GROUP_INDEXES_KEY, {}),
                                allow_task_code=self.config.getoption("--allow-task-code"))
-            group_metrics(group.tree, {leaf.name: resolve_metrics(config) for leaf, config, _ in group.leaf_tasks})
-            identity = identify(self.path, group.tree.name, suites)
-            self.config.stash.setdefault(TASKS_KEY, TaskRegistry()).add(identity, self.path)
+            members = bundle_members(group) if group.tree.config.is_bundle else [(group.tree.name, group)]
+            items = []
+            for name, member in members:
+                identity = TaskId(identify(self.path, name, suites).suite, name)
+                if isinstance(member, ScorableGroup):
+                    group_metrics(member.tree, {leaf.name: resolve_metrics(c) for leaf, c, _ in member.leaf_tasks})
+                    items.append((GroupItem, dict(group=member), identity))
+                else:
+                    resolve_metrics(member[0])
+                    items.append((TaskItem, dict(task_config=member[0]), identity))
+                self.config.stash.setdefault(TASKS_KEY, TaskRegistry()).add(identity, self.path)
         except ModelbenchError as exc:
             self.config.stash.setdefault(REFUSED_KEY, []).append((self.path, str(exc)))
             raise
-        item = GroupItem.from_parent(self, name=group.tree.name, group=group, task_id=identity)
-        item.add_marker("modelbench")
-        yield item
+        for kind, arguments, identity in items:
+            item = kind.from_parent(self, name=identity.task, task_id=identity, **arguments)
+            item.add_marker("modelbench")
+            yield item
 
     repr_failure = TaskFile.repr_failure
 

@@ -17,6 +17,9 @@ _PER_FILE_DETAILS = (
     (re.compile(r"!function [\w.]+"), "!function ..."),
     (re.compile(r" \(looked for [^)]*\)"), ""),
     (re.compile(r"^(malformed YAML|not a UTF-8 text file).*", re.DOTALL), r"\1"),
+    # a group file's refusal names the group, and for a task of it the task and its file
+    (re.compile(r"^group '[^']*'"), "group '...'"),
+    (re.compile(r"task '[^']*': \S+\.ya?ml: "), "task '...': "),
 )
 
 

@@ -54,10 +54,12 @@ class BenchRunner:
     options: RunOptions
     # by suite and task (tasks/identity.py); groups too (GroupEvaluation)
     evaluations: dict[TaskId, TaskEvaluation | GroupEvaluation] = field(default_factory=dict)
+    _scored: dict[tuple[Path, str], TaskEvaluation] = field(default_factory=dict)  # by task file and config hash
     _loaded: LoadedModel | None = None
     _load_error: ModelbenchError | None = None
     _backend: Backend | None = None
     _backend_error: ModelbenchError | None = None
+    _served_tokenizer: tuple | None = None  # (source, tokenizer) of --model with --server-url, loaded once
     progress_sink: Callable[[str], None] | None = None  # progress lines during long scoring (scoring/progress.py)
 
     def loaded_model(self) -> LoadedModel:
@@ -93,9 +95,11 @@ class BenchRunner:
 
     def evaluate(self, config: TaskConfig, identity: TaskId) -> TaskEvaluation:
         """The task's evaluation, scored once per session: a task reached through its file and through groups is
-        scored the first time and reused after."""
-        if identity in self.evaluations:
-            return self.evaluations[identity]
+        scored the first time and reused after (the same file and config; a group's overrides make another)."""
+        scored = self._scored.get((config.source.resolve(), config.config_hash))
+        if scored is not None:
+            self.evaluations[identity] = scored
+            return scored
         with loading_output(self.options.third_party_output):
             prepared = prepare_task(
                 config, data_dir=self.options.data_dir, num_fewshot=self.options.num_fewshot, limit=self.options.limit,
@@ -103,6 +107,7 @@ class BenchRunner:
             )
         # Bound to the task: progress counts its documents; a masked LM scores whole documents (CrowS shared tokens).
         evaluation = evaluate_task(prepared, self.backend())
+        self._scored[(config.source.resolve(), config.config_hash)] = evaluation
         self.evaluations[identity] = evaluation
         return evaluation
 
@@ -124,10 +129,10 @@ class BenchRunner:
         options = self.options
         if not options.apply_chat_template:
             return prompt_format(None, False, options.system_instruction, False)
-        if options.server_urls:
-            raise ModelLoadError("--apply-chat-template is not supported with --server-url yet")
-        return prompt_format(self.loaded_model().tokenizer, True, options.system_instruction,
-                             options.fewshot_as_multiturn)
+        # on a server the template is applied here, with the served checkpoint's tokenizer: the prompts sent are
+        # the local path's, token for token
+        tokenizer = self._server_tokenizer()[1] if options.server_urls else self.loaded_model().tokenizer
+        return prompt_format(tokenizer, True, options.system_instruction, options.fewshot_as_multiturn)
 
     def _local_backend(self) -> Backend:
         loaded = self.loaded_model()
@@ -141,21 +146,28 @@ class BenchRunner:
             fingerprint=loaded.fingerprint, progress=self.progress_sink, name=loaded.name, **loaded.scorer_kwargs,
         )
 
+    def _server_tokenizer(self) -> tuple:
+        """--model's source and tokenizer for a server run (requests and chat templates are built here)."""
+        if self._served_tokenizer is None:
+            options = self.options
+            if not options.model:
+                raise ModelLoadError("--server-url needs --model: the served checkpoint's tokenizer (hub id or folder)")
+            with loading_output(options.third_party_output):
+                source = resolve_model_source(options.model, options.model_args)
+                local_only = sorted(set(source.load_kwargs) - {"revision"})
+                if local_only:
+                    raise ModelLoadError(f"--model-args {local_only[0]} applies to a model loaded here, not to one "
+                                         "on a server (--server-url)")
+                self._served_tokenizer = (source, load_tokenizer(source))
+        return self._served_tokenizer
+
     def _server_backend(self) -> Backend:
         from pytest_modelbench.scoring.server.scorer import connect
 
         options = self.options
-        if not options.model:
-            raise ModelLoadError("--server-url needs --model: the served checkpoint's tokenizer (hub id or folder)")
         if options.model_type == "masked":
             raise ModelLoadError("--model-type masked cannot be scored on a server: servers score causal LMs")
-        with loading_output(options.third_party_output):
-            source = resolve_model_source(options.model, options.model_args)
-            local_only = sorted(set(source.load_kwargs) - {"revision"})
-            if local_only:
-                raise ModelLoadError(f"--model-args {local_only[0]} applies to a model loaded here, not to one on a "
-                                     "server (--server-url)")
-            tokenizer = load_tokenizer(source)
+        source, tokenizer = self._server_tokenizer()
         return connect(
             options.server_urls, tokenizer=tokenizer, name=source.name, served_model=options.server_model,
             concurrency=options.server_concurrency, timeout_s=options.server_timeout, retries=options.server_retries,

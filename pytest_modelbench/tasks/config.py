@@ -156,8 +156,9 @@ def is_task_file(path: Path) -> bool:
     return isinstance(raw.get("task"), str) and "group" not in raw
 
 
-def load_task_config(path: Path, *, allow_task_code: bool = False) -> TaskConfig:
-    raw = load_merged_yaml(path)
+def load_task_config(path: Path, *, allow_task_code: bool = False, overrides: dict[str, Any] | None = None) -> TaskConfig:
+    """`overrides`: keys a group sets for its tasks (tasks/groups.py), over the file's own (lm-eval's shallow merge)."""
+    raw = {**load_merged_yaml(path), **(overrides or {})}
     return _build_config(raw, path, allow_task_code)
 
 
@@ -522,6 +523,9 @@ def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: b
         function = getattr(module, attr)
     except Exception as exc:  # user code: any failure is reported, not raised as a traceback
         problem = lm_eval_missing(exc) or exc
+        if isinstance(exc, ImportError) and problem is exc:
+            problem = (f"{exc} (for a task of lm-eval's tasks folder, {LMEVAL_EXTRA} installs lm-eval's task "
+                       "dependencies)")
         raise TaskConfigError(f"{path}: key '{key}': cannot load {ref.dotted_name}: {problem}") from None
     if not callable(function):
         raise TaskConfigError(f"{path}: key '{key}': {ref.dotted_name} is not a function")

@@ -3,7 +3,13 @@
 A group file has a `group` key (lm-eval's rule, whatever else it holds). Its `task` list names tasks, tags (each
 expanded into its tasks, sorted by name, as lm-eval does) or other groups, found by name in the group's index: every
 YAML under the innermost `modelbench_suites` folder that holds the group file, else under the group file's own
-folder. `aggregate_metric_list` says which metrics the group aggregates over its leaf tasks (metrics/group_scores.py).
+folder. An entry may be a mapping (`task:` or `group:` with a name, and keys that override the settings of what it
+names, `num_fewshot: 5` say); the group file's other keys override every member's. Overrides reach every task under
+the entry, merged over the task file's keys (lm-eval's shallow merge, the nearest entry winning).
+
+`aggregate_metric_list` says which metrics the group aggregates over its leaf tasks (metrics/group_scores.py). A
+group without it has no score in lm-eval: it is a bundle (`openllm`, `pythia`), and each of its members is gated as
+an item of its own, with the bundle's overrides.
 """
 
 from __future__ import annotations
@@ -34,21 +40,34 @@ class AggregateMetric:
 
 
 @dataclass(frozen=True)
+class Member:
+    name: str  # a task, tag or group name
+    overrides: dict[str, Any] = field(default_factory=dict)  # the entry's own keys (a mapping entry)
+
+
+@dataclass(frozen=True)
 class GroupConfig:
     group: str
     source: Path
-    members: tuple[str, ...]  # task, tag or group names, as written
+    members: tuple[Member, ...]
     aggregate_metrics: tuple[AggregateMetric, ...]
     alias: str | None = None
     version: Any = "N/A"
     gate: GateTolerance = GateTolerance()
     config_hash: str = ""  # of the group file alone; the resolved tree's hash adds its tasks' (GroupTree)
+    overrides: dict[str, Any] = field(default_factory=dict)  # the file's other keys: over every member's settings
+
+    @property
+    def is_bundle(self) -> bool:
+        """No aggregate_metric_list: lm-eval gives the group no score, so its members are gated one by one."""
+        return not self.aggregate_metrics
 
 
 @dataclass(frozen=True)
 class LeafTask:
     name: str
     path: Path
+    overrides: dict[str, Any] = field(default_factory=dict)  # from the groups above it (module docstring)
 
 
 @dataclass(frozen=True)
@@ -87,13 +106,9 @@ def is_group_file(path: Path) -> bool:
 
 def load_group_config(path: Path) -> GroupConfig:
     raw = load_merged_yaml(path)
-    unknown = sorted(set(raw) - _GROUP_KEYS)
-    if unknown:
-        if "task" in raw and isinstance(raw["task"], str):
-            raise TaskConfigError(f"{path}: a task file with a 'group' key (lm-eval's legacy form, which registers the "
-                                  "group only) is not supported; name the task's groups with 'tag' instead")
-        raise TaskConfigError(f"{path}: key '{unknown[0]}' in a group file (an override of its tasks' settings) is "
-                              "not supported; set it in the task files")
+    if isinstance(raw.get("task"), str) and set(raw) - _GROUP_KEYS:
+        raise TaskConfigError(f"{path}: a task file with a 'group' key (lm-eval's legacy form, which registers the "
+                              "group only) is not supported; name the task's groups with 'tag' instead")
     name = raw.get("group")
     if not isinstance(name, str) or not name:
         raise TaskConfigError(f"{path}: key 'group' must be a group name")
@@ -102,11 +117,16 @@ def load_group_config(path: Path) -> GroupConfig:
         members = [members]
     if not isinstance(members, list) or not members:
         raise TaskConfigError(f"{path}: key 'task' must list the group's tasks, tags or groups")
+    parsed = []
     for member in members:
         if isinstance(member, dict):
-            raise TaskConfigError(f"{path}: key 'task': an inline entry ({_inline_name(member)}) is not supported; "
-                                  "put the task in a file of its own and list its name")
-        if not isinstance(member, str) or not member:
+            key = "task" if "task" in member else "group"
+            if not isinstance(member.get(key), str):
+                raise TaskConfigError(f"{path}: key 'task': a mapping entry needs a 'task' or 'group' name")
+            parsed.append(Member(member[key], {k: v for k, v in member.items() if k != "group"}))
+        elif isinstance(member, str) and member:
+            parsed.append(Member(member))
+        else:
             raise TaskConfigError(f"{path}: key 'task': each entry must be a task, tag or group name, got {member!r}")
     metadata = raw.get("metadata") or {}
     alias = raw.get("group_alias")
@@ -115,18 +135,14 @@ def load_group_config(path: Path) -> GroupConfig:
     return GroupConfig(
         group=name,
         source=path,
-        members=tuple(members),
+        members=tuple(parsed),
         aggregate_metrics=_aggregate_metrics(raw.get("aggregate_metric_list"), path),
         alias=alias,
         version=metadata.get("version", "N/A") if isinstance(metadata, dict) else "N/A",
         gate=_gate(raw.get("modelbench"), path),
         config_hash=_hash({k: v for k, v in raw.items() if k not in ("group_alias", "modelbench")}),
+        overrides={k: v for k, v in raw.items() if k not in _GROUP_KEYS},
     )
-
-
-def _inline_name(member: dict) -> str:
-    name = member.get("task", member.get("group"))
-    return f"'{name}'" if isinstance(name, str) else "a mapping"
 
 
 def _aggregate_metrics(raw: Any, path: Path) -> tuple[AggregateMetric, ...]:
@@ -220,23 +236,31 @@ def index_root(group_file: Path, suite_roots: Iterable[Path]) -> Path:
     return max(holders, key=lambda r: len(r.parts)) if holders else group_file.resolve().parent
 
 
-def resolve_group(config: GroupConfig, index: TaskIndex, _chain: tuple[str, ...] = ()) -> GroupTree:
+def resolve_group(config: GroupConfig, index: TaskIndex, overrides: dict[str, Any] | None = None,
+                  _chain: tuple[str, ...] = ()) -> GroupTree:
     """The group's tree; a name that is no task, tag or group of the index, a cycle, or a task reached twice is an
-    error naming the group file."""
+    error naming the group file. `overrides`: those of the groups above (module docstring)."""
     chain = (*_chain, config.group)
+    inherited = {**config.overrides, **(overrides or {})}  # the caller's entry wins over the group file's keys
     children: list[GroupTree | LeafTask] = []
     for member in config.members:
-        if member in index.groups:
-            if member in chain:
-                raise TaskConfigError(f"{config.source}: group cycle: {' -> '.join((*chain, member))}")
-            children.append(resolve_group(load_group_config(index.groups[member]), index, chain))
-        elif member in index.tasks:
-            children.append(LeafTask(member, index.tasks[member]))
-        elif member in index.tags:
-            children += [LeafTask(name, index.tasks[name]) for name in sorted(set(index.tags[member]))]
+        name, merged = member.name, {**inherited, **member.overrides}
+        if name in index.groups:
+            if name in chain:
+                raise TaskConfigError(f"{config.source}: group cycle: {' -> '.join((*chain, name))}")
+            merged.pop("task", None)  # the entry's name, not a setting of the group's tasks
+            children.append(resolve_group(load_group_config(index.groups[name]), index, merged, chain))
+        elif name in index.tasks:
+            children.append(LeafTask(name, index.tasks[name], merged))
+        elif name in index.tags:
+            merged.pop("task", None)
+            children += [LeafTask(task, index.tasks[task], merged) for task in sorted(set(index.tags[name]))]
+        elif member.overrides:
+            raise TaskConfigError(f"{config.source}: key 'task': an inline definition of '{name}' (a task or group "
+                                  "with no file of its own) is not supported; put it in a file of its own")
         else:
             raise TaskConfigError(
-                f"{config.source}: group '{config.group}' lists '{member}', which is no task, tag or group of the "
+                f"{config.source}: group '{config.group}' lists '{name}', which is no task, tag or group of the "
                 f"YAML files under {index.root}"
             )
     tree = GroupTree(config, tuple(children))
@@ -279,8 +303,28 @@ def load_group(path: Path, suite_roots: Iterable[Path], indexes: dict[Path, Task
     leaf_tasks = []
     for leaf in tree.leaves():
         try:
-            config = load_task_config(leaf.path, allow_task_code=allow_task_code)
+            config = load_task_config(leaf.path, allow_task_code=allow_task_code, overrides=leaf.overrides)
         except TaskConfigError as exc:
-            raise TaskConfigError(f"{path}: group '{tree.name}', task '{leaf.name}': {exc}") from None
-        leaf_tasks.append((leaf, config, identify(leaf.path, config.task, suite_roots)))
+            raise TaskConfigError(f"{path}: group '{tree.name}' cannot be scored: its task '{leaf.name}': {exc}") from None
+        identity = identify(leaf.path, config.task, suite_roots)
+        if leaf.overrides:  # not the task of its own file: scored apart, and reported under the group's name
+            identity = TaskId(identity.suite, f"{tree.name}::{config.task}")
+        leaf_tasks.append((leaf, config, identity))
     return ScorableGroup(tree, tuple(leaf_tasks))
+
+
+def bundle_members(group: ScorableGroup) -> list[tuple[str, ScorableGroup | tuple[TaskConfig, TaskId]]]:
+    """A bundle's members, each gated on its own (its groups' bundles expanded in turn): (name, a group to score, or
+    a task's config and identity). Named `<bundle>::<member>`."""
+    by_leaf = {leaf.name: (config, identity) for leaf, config, identity in group.leaf_tasks}
+    found: list[tuple[str, ScorableGroup | tuple[TaskConfig, TaskId]]] = []
+    for child in group.tree.children:
+        if isinstance(child, LeafTask):
+            found.append((f"{group.tree.name}::{child.name}", by_leaf[child.name]))
+            continue
+        sub = ScorableGroup(child, tuple(t for t in group.leaf_tasks if t[0].name in {l.name for l in child.leaves()}))
+        if child.config.is_bundle:
+            found += [(f"{group.tree.name}::{name}", member) for name, member in bundle_members(sub)]
+        else:
+            found.append((f"{group.tree.name}::{child.name}", sub))
+    return found

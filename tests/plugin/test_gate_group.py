@@ -113,11 +113,10 @@ def test_each_subtask_is_scored_once_and_keeps_its_own_item(pytester, tiny_model
 @pytest.mark.parametrize("text, message", [
     ("group: g\ntask:\n  - no_such_task\naggregate_metric_list:\n  - metric: acc\n",
      "*g.yaml: group 'g' lists 'no_such_task', which is no task, tag or group of the YAML files under*"),
-    ("group: g\ntask:\n  - steady_c\n", "*g.yaml: group 'g' has no aggregate_metric_list*nothing to gate*"),
     ("group: g\ntask:\n  - steady_c\naggregate_metric_list:\n  - metric: f1\n",
      "*g.yaml: group 'g': none of its tasks scores f1*"),
-    ("group: g\ntask:\n  - task: steady_c\n    num_fewshot: 2\naggregate_metric_list:\n  - metric: acc\n",
-     "*g.yaml: key 'task': an inline entry ('steady_c') is not supported*"),
+    ("group: g\ntask:\n  - task: own_task\n    dataset_path: json\naggregate_metric_list:\n  - metric: acc\n",
+     "*g.yaml: key 'task': an inline definition of 'own_task' (a task or group with no file of its own) is not*"),
     ("group: g\ntask:\n  - g\naggregate_metric_list:\n  - metric: acc\n", "*g.yaml: group cycle: g -> g*"),
 ])
 def test_a_broken_group_is_one_collection_error_naming_the_file(pytester, probe_docs, text, message):
@@ -126,3 +125,23 @@ def test_a_broken_group_is_one_collection_error_naming_the_file(pytester, probe_
     result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", str(suite / "g.yaml"))
     result.stdout.fnmatch_lines([message])
     assert "Traceback" not in result.stdout.str()
+
+
+BUNDLE = "group: probe_bundle\ntask:\n  - task: steady_c\n    num_fewshot: 2\n  - probe_shaky\n"
+
+
+def test_a_bundle_gates_each_member_with_its_overrides(pytester, tiny_model, probe_docs):
+    """A group without aggregate_metric_list (lm-eval's openllm) has no score: each member is an item of its own,
+    scored with the entry's overrides; a member without overrides reuses its tasks' evaluations."""
+    suite = make_group_project(pytester, probe_docs)
+    (suite / "probe_bundle.yaml").write_text(BUNDLE)
+    pytester.makeconftest(COUNTING_CONFTEST)
+    results = pytester.path / "results.json"
+    result = run_gate(pytester, tiny_model, "--score-only", f"--results-json={results}", "-v", "-s",
+                      str(suite / "probe_bundle.yaml"), str(suite / "steady_c.yaml"))
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*probe_bundle.yaml::probe_bundle::steady_c PASSED*",
+                                 "*probe_bundle.yaml::probe_bundle::probe_shaky PASSED*",
+                                 "SCORED shaky_a,shaky_b,steady_c,steady_c"])  # steady_c twice: 2-shot and 0-shot
+    shots = json.loads(results.read_text())["n-shot"]
+    assert shots["probe/probe_bundle::steady_c"] == 2 and shots["probe/steady_c"] == 0

@@ -18,6 +18,7 @@ Scratch venv (what produced the committed files; Python 3.11, CPU only, no Huggi
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py gen        # generate_until
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py loglikelihood  # LAMBADA-like
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py process_results  # TruthfulQA-mc2-like
+    /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py group      # MMLU-like groups
     /work/scratch/lmeval-venv/bin/python tests/reference/make_lmeval_reference.py --repack   # re-pack only
 
 Wall time on the 2-core dev box (shared with other jobs): arc ~23 min, bangla ~17 min, crows ~2 h
@@ -60,6 +61,19 @@ unchanged).  The include copies carry lm-eval's task names and override the buil
   module's 20 LAMBADA-like passages, 0-shot and 2-shot (shots drawn from the test split, the only one).  Output
   ``lmeval_loglikelihood_lambada_openai_<k>shot.json`` in the multiple-choice layout below: one request per document,
   ``loglikelihoods`` and ``is_greedy`` of one value, per-document ``perplexity`` (the log-likelihood) and ``acc``.
+
+* ``group``: the MMLU-like group folder ``tests/fixtures/mmlu_like`` (lm-eval's mmlu/default layout: top group
+  ``mmlu_like`` -> subgroups ``mmlu_like_stem``/``mmlu_like_other`` -> subject tasks through a tag, acc weighted by
+  size; plus ``mmlu_like_unweighted``, mmlu/continuation-style tasks listed directly, acc and acc_norm unweighted) on
+  the 38 test / 21 dev documents of ``tests/fixtures/group_data.py``; both top groups in one run
+  (``--tasks mmlu_like,mmlu_like_unweighted``), 0-shot and 2-shot (first_n from dev).  The subject YAMLs are relocated
+  like the others (their quoted ``"dataset_name"`` line dropped, ``dataset_path: json`` + data_files appended; an
+  including file's keys win over its ``include``).  Output ``lmeval_group_mmlu_like_<k>shot.json``: provenance
+  (+ ``lm_eval_warnings``: the WARNING lines of lm-eval's log), task_yamls (relocated folder, by relative path),
+  group_subtasks, n_samples, n_shot, versions, higher_is_better (lm-eval's, verbatim), results (lm-eval's entry for
+  every task and group verbatim: ``acc,none``, ``acc_stderr,none``, alias, name, sample_len, and for groups
+  sample_count), groups (the group names) and tasks: {task: {n_docs, num_fewshot, samples}} with samples in the
+  multiple-choice layout below.  Wall time on the 2-core dev box: 0-shot 415 s, 2-shot 550 s (2026-12-01).
 
 * ``process_results``: the TruthfulQA-mc2-like folder ``tests/fixtures/truthfulqa_mc2`` (lm-eval's truthfulqa_mc2
   keys, a ``utils.py`` of ours computing mc2's true-answer probability mass, 12 local documents), 0-shot.  Output
@@ -237,7 +251,30 @@ def build_include_dirs(boolqa_answer: str = "bool") -> dict[str, pathlib.Path]:
     (d / "truthfulqa_mc2.yaml").write_text(relocate_yaml(text, "json", {"validation": src / "validation.jsonl"}),
                                           encoding="utf-8")
     dirs["truthfulqa_mc2"] = d
+
+    # group: the MMLU-like folder (groups, tag, templates) copied whole, each subject YAML relocated to its data
+    group = load_fixture_module("group_data")
+    froot = SCRATCH / "mmlu_like_fixture"
+    if froot.exists():
+        shutil.rmtree(froot)
+    folders = group.write_group_fixtures(froot)
+    d = inc / "mmlu_like"
+    shutil.copytree(group.GROUP_DIR, d)
+    for path in sorted(d.rglob("mmlu_like_*.yaml")):
+        subject = re.search(r'^"dataset_name": "(\w+)"$', path.read_text(encoding="utf-8"), flags=re.M).group(1)
+        splits = {p.stem: p for p in sorted(folders[subject].glob("*.jsonl"))}
+        path.write_text(relocate_subject_yaml(path.read_text(encoding="utf-8"), splits), encoding="utf-8")
+    dirs["mmlu_like"] = d
     return dirs
+
+
+def relocate_subject_yaml(text: str, data_files: dict[str, str]) -> str:
+    """An MMLU subject file (quoted keys, dataset_path from its include): drop its ``"dataset_name"`` line and
+    append ``dataset_path: json`` + data_files, which win over the included template's ``dataset_path``."""
+    lines = [line for line in text.rstrip("\n").split("\n") if not re.match(r'"?dataset_name"?\s*:', line)]
+    if len(lines) == len(text.rstrip("\n").split("\n")):
+        raise ValueError("no dataset_name line")
+    return relocate_yaml("\n".join(lines + ["dataset_path: json"]), "json", data_files) + "\n"  # (line replaced)
 
 
 def without_modelbench_block(text: str) -> str:
@@ -591,9 +628,59 @@ def run_process_results(dirs) -> None:
               extra_provenance={"data": "tests/fixtures/truthfulqa_mc2 (12 hand-written questions, utils.py ours)"})
 
 
+GROUP_TASKS = ("mmlu_like", "mmlu_like_unweighted")
+
+
+def run_group(dirs) -> None:
+    """The MMLU-like groups: every leaf task's per-document values and lm-eval's results for every task and group."""
+    d = dirs["mmlu_like"]
+    group = load_fixture_module("group_data")
+    for k in (0, 2):
+        tag = f"group{k}"
+        cmd, elapsed = run_lm_eval(list(GROUP_TASKS), d, SCRATCH / "out" / tag, k, None)
+        results, samples = read_outputs(SCRATCH / "out" / tag)
+        log = (SCRATCH / "out" / tag).with_suffix(".log").read_text(encoding="utf-8", errors="replace")
+        warnings = [line.strip() for line in log.splitlines() if "WARNING" in line]
+        assert set(samples) == set(group.TASK_SIZES), sorted(samples)
+        tasks = {}
+        for task in sorted(samples):
+            res = strip_results(results["results"][task])
+            metrics = [m for m in res if not m.endswith("_stderr")]
+            recs = [sample_record(s, metrics) for s in sorted(samples[task], key=lambda s: s["doc_id"])]
+            assert len(recs) == group.TASK_SIZES[task] == results["results"][task].get("sample_len", len(recs)), task
+            tasks[task] = {"n_docs": len(recs), "num_fewshot": results["n-shot"][task], "samples": recs}
+        groups = sorted(results.get("groups", {}) or results["group_subtasks"])
+        for name in group.GROUPS:  # lm-eval aggregates a group over all its leaf tasks
+            assert name in groups, (name, groups)
+        yamls = {str(p.relative_to(d)): p.read_text(encoding="utf-8") for p in sorted(d.rglob("*")) if p.is_file()}
+        mirror = SCRATCH / "mmlu_like_fixture" / group.DATASET_PATH
+        data = {s: {f.stem: hashlib_sha256(f) for f in sorted((mirror / s).glob("*.jsonl"))} for s in group.SUBJECTS}
+        write_json(f"group_mmlu_like_{k}shot", {
+            "provenance": {**provenance(cmd, k, None, sum(t["n_docs"] for t in tasks.values()), elapsed, results),
+                           "data": "tests/fixtures/group_data.py (5 synthetic subjects, 38 test / 21 dev documents), "
+                                   "YAMLs tests/fixtures/mmlu_like relocated to those files",
+                           "data_sha256": data, "lm_eval_warnings": warnings},
+            "task_yamls": yamls,
+            "group_subtasks": results["group_subtasks"],
+            "n_samples": results.get("n-samples"),
+            "n_shot": results["n-shot"],
+            "versions": results["versions"],
+            "higher_is_better": results["higher_is_better"],
+            "results": {name: results["results"][name] for name in sorted(results["results"])},
+            "groups": groups,
+            "tasks": tasks,
+        })
+
+
+def hashlib_sha256(path: pathlib.Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 RUNS = {"arc": run_arc, "bangla": run_bangla, "crows": run_crows, "gen": run_gen, "rolling": run_rolling,
         "chat": run_chat, "chat_mc": run_chat_mc, "gen_prefix": run_gen_prefix, "loglikelihood": run_loglikelihood,
-        "process_results": run_process_results}
+        "process_results": run_process_results, "group": run_group}
 REPACK = False
 
 
