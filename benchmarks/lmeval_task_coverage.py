@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_modelbench.errors import ModelbenchError
-from pytest_modelbench.metrics.group_scores import group_metrics
+from pytest_modelbench.metrics.group_scores import gated_members
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.refusals import group_refusals
 from pytest_modelbench.tasks.config import is_task_file, load_task_config
@@ -60,7 +60,7 @@ def main() -> None:
             files[GROUP] += 1
             try:
                 group = load_group(path, [tasks_dir], indexes, allow_task_code=allow_task_code)
-                group_metrics(group.tree, {leaf.name: resolve_metrics(config) for leaf, config, _ in group.leaf_tasks})
+                gated_members(group)
             except ModelbenchError as exc:
                 refusals[GROUP].append((path, str(exc)))
             continue

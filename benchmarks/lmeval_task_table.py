@@ -5,7 +5,7 @@
 TASKS_DIR is `lm_eval/tasks` from lm-eval's wheel (recipe in benchmarks/collect_lmeval_tasks.py). Each name is
 looked up in the folder's index (tasks, groups and tags by name, as lm-eval finds them) and loaded as collection
 loads it: a task file through `load_task_config` and `resolve_metrics`, a group file through `load_group` and
-`group_metrics` (plugin.TaskFile, plugin.GroupFile). A tag is a list of tasks, each loaded. The last column is the
+`gated_members` (plugin.TaskFile, plugin.GroupFile). A tag is a list of tasks, each loaded. The last column is the
 command that runs it, or the error collection gives.
 """
 
@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from pytest_modelbench.errors import ModelbenchError
-from pytest_modelbench.metrics.group_scores import group_metrics
+from pytest_modelbench.metrics.group_scores import gated_members
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.groups import TaskIndex, load_group
@@ -44,8 +44,9 @@ def status(name: str, index: TaskIndex, allow_task_code: bool) -> tuple[str, str
     try:
         if name in index.groups:
             group = load_group(index.groups[name], [index.root], {index.root: index}, allow_task_code=allow_task_code)
-            group_metrics(group.tree, {leaf.name: resolve_metrics(config) for leaf, config, _ in group.leaf_tasks})
-            return f"group ({len(group.leaf_tasks)} tasks)", "runs"
+            members = gated_members(group)
+            kind = f"bundle of {len(members)}" if group.tree.config.is_bundle else "group"
+            return f"{kind} ({len(group.leaf_tasks)} tasks)", "runs"
         paths = [index.tasks[name]] if name in index.tasks else [index.tasks[t] for t in index.tags.get(name, ())]
         if not paths:
             return "-", "not in lm-eval 0.4.13's tasks folder"

@@ -10,7 +10,7 @@ import pytest
 from pytest_modelbench import cli_options, fixtures, inspection
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate import pytest_integration as gate
-from pytest_modelbench.metrics.group_scores import group_metrics
+from pytest_modelbench.metrics.group_scores import gated_members
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.refusals import format_refusals
 from pytest_modelbench.report import format_table, json_text, results_document
@@ -20,7 +20,7 @@ from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
 from pytest_modelbench.scoring.progress import pytest_sink as progress_sink
 from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_config
 from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
-from pytest_modelbench.tasks.groups import ScorableGroup, bundle_members, is_group_file, load_group
+from pytest_modelbench.tasks.groups import ScorableGroup, is_group_file, load_group
 from pytest_modelbench.tasks.identity import TaskId, TaskRegistry, identify
 
 RUNNER_KEY = pytest.StashKey[BenchRunner]()
@@ -180,15 +180,12 @@ class GroupFile(pytest.File):
         try:
             group = load_group(self.path, suites, self.config.stash.setdefault(GROUP_INDEXES_KEY, {}),
                                allow_task_code=self.config.getoption("--allow-task-code"))
-            members = bundle_members(group) if group.tree.config.is_bundle else [(group.tree.name, group)]
             items = []
-            for name, member in members:
+            for name, member in gated_members(group):
                 identity = TaskId(identify(self.path, name, suites).suite, name)
                 if isinstance(member, ScorableGroup):
-                    group_metrics(member.tree, {leaf.name: resolve_metrics(c) for leaf, c, _ in member.leaf_tasks})
                     items.append((GroupItem, dict(group=member), identity))
                 else:
-                    resolve_metrics(member[0])
                     items.append((TaskItem, dict(task_config=member[0]), identity))
                 self.config.stash.setdefault(TASKS_KEY, TaskRegistry()).add(identity, self.path)
         except ModelbenchError as exc:

@@ -3,14 +3,15 @@ the gate reads for a task: documents, per-document values, scores overall and pe
 
 The group's documents are its leaf tasks' documents, in tree order, each in the category of its task. Every
 subgroup is a category too: the union of its leaf tasks. A metric of `aggregate_metric_list` is aggregated, per
-filter, over the leaf tasks that score it (documents of the others hold NaN for it and are left out):
-  weight_by_size (default)  Σ m_i·n_i / Σ n_i, the mean over the leaf tasks' documents; stderr pooled:
-                            sqrt(Σ (n_i − 1)·se_i²·n_i / (Σ n_i − k) / Σ n_i);
-  weight_by_size: false     the plain mean of the leaf tasks' values (an aggregate the gate re-applies to resampled
-                            documents); stderr sqrt(Σ se_i²) / k.
-A subgroup's category is aggregated as its parent group aggregates the metric (the top group's setting). A leaf
-metric that is not a mean over documents (f1, bleu, perplexity, StereoSet's scores) cannot be averaged into a group
-and is refused, naming the task.
+filter, over the leaf tasks that score it (documents of the others hold no value for it and are left out):
+  weight_by_size (default)  Σ m_i·n_i / Σ n_i; stderr pooled: sqrt(Σ (n_i − 1)·se_i²·n_i / (Σ n_i − k) / Σ n_i).
+                            When every task's value is a mean over its documents this is the mean over the group's
+                            documents, gated per document like a task's accuracy;
+  weight_by_size: false     the plain mean of the tasks' values; stderr sqrt(Σ se_i²) / k.
+Otherwise (unweighted, or a task whose metric has its own aggregate: f1, perplexity, IFEval's instruction-level
+accuracy) the group's value is a GroupAggregate over the per-document values, which the gate re-applies to resampled
+documents. A subgroup's category is aggregated as its parent group aggregates the metric (the top group's setting).
+A metric derived from other metrics (StereoSet's icat) has no per-document values to pair and is refused.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ import numpy as np
 
 from pytest_modelbench.errors import TaskConfigError
 from pytest_modelbench.metrics.aggregate import MetricSummary, TaskScores
-from pytest_modelbench.metrics.registry import Metric
-from pytest_modelbench.tasks.config import GateTolerance
-from pytest_modelbench.tasks.groups import AggregateMetric, GroupTree, tree_hash
+from pytest_modelbench.metrics.registry import Metric, resolve_metrics
+from pytest_modelbench.tasks.config import GateTolerance, TaskConfig
+from pytest_modelbench.tasks.groups import AggregateMetric, GroupTree, ScorableGroup, bundle_members, tree_hash
+from pytest_modelbench.tasks.identity import TaskId
 from pytest_modelbench.tasks.requests import DocumentRequests
 
 CATEGORY_FIELD = "task"  # a group's documents are in the category of their leaf task
@@ -73,17 +75,40 @@ class GroupEvaluation:
 
 
 @dataclass(frozen=True)
-class UnweightedMean:
-    """weight_by_size: false — the mean of the leaf tasks' means over the documents given (their categories)."""
+class GroupAggregate:
+    """A group metric that is not the plain mean over its documents: each task's value over the documents given (its
+    metric's own aggregate, or the mean), then lm-eval's mean of the tasks' values, weighted by how many documents each
+    has (weight_by_size) or not. The gate re-applies it to resampled documents, as it does a task's own aggregate."""
 
     key: str
+    task_metrics: Mapping[str, tuple[str, Any]]  # task → (its metric's name, that metric's aggregate or None: the mean)
+    weighted: bool
 
     def __call__(self, values: Mapping[str, np.ndarray], documents: Sequence[DocumentRequests]) -> float | None:
-        column = np.asarray(values[self.key], dtype=float)
+        column = values[self.key]
         categories = np.array([doc.category for doc in documents], dtype=object)
-        means = [float(np.mean(column[(categories == c) & ~np.isnan(column)]))
-                 for c in dict.fromkeys(categories.tolist()) if np.any((categories == c) & ~np.isnan(column))]
-        return float(np.mean(means)) if means else None
+        scores, sizes = [], []
+        for task, (name, aggregate) in self.task_metrics.items():
+            mask = categories == task
+            if not mask.any():
+                continue
+            items = dense(column[mask])
+            value = float(np.mean(items)) if aggregate is None else aggregate(
+                {name: items}, [doc for doc, keep in zip(documents, mask) if keep])
+            if value is None:
+                return None
+            scores.append(value)
+            sizes.append(int(mask.sum()))
+        return float(np.average(scores, weights=sizes if self.weighted else None)) if scores else None
+
+
+def dense(values: np.ndarray) -> np.ndarray:
+    """A column's cells as a task's own metric holds them: numbers, or each document's list (a corpus score's
+    statistics; IFEval's per-instruction outcomes)."""
+    try:
+        return np.array(list(values), dtype=float)
+    except (TypeError, ValueError):  # lists of different lengths
+        return np.array(list(values), dtype=object)
 
 
 def group_metric_name(metric: str, filter_name: str) -> str:
@@ -100,11 +125,6 @@ def group_metrics(tree: GroupTree, leaf_metrics: Mapping[str, Sequence[Metric]])
     """Each aggregated metric, and for it the leaf tasks that score it → their metric's name. Refuses what cannot be
     aggregated, naming the group file or the task."""
     config = tree.config
-    if not config.aggregate_metrics:
-        raise TaskConfigError(
-            f"{config.source}: group '{config.group}' has no aggregate_metric_list, so lm-eval gives it no score and "
-            "there is nothing to gate; its tasks are gated through their own files"
-        )
     found: list[tuple[Metric, dict[str, str]]] = []
     for spec in config.aggregate_metrics:
         filters = spec.filter_list
@@ -127,16 +147,30 @@ def _aggregated_metric(source: Path, spec: AggregateMetric, filter_name: str, sc
     name = group_metric_name(spec.metric, filter_name)
     first = next(iter(scored.values()))
     for leaf, metric in scored.items():
-        if metric.aggregate is not None or metric.per_document is None:
-            raise TaskConfigError(f"{source}: group metric '{name}': task '{leaf}' scores it as an aggregate, not a "
-                                  "mean over documents, so lm-eval's group mean of it cannot be paired per document")
+        if metric.per_document is None or metric.inputs:
+            raise TaskConfigError(f"{source}: group metric '{name}': task '{leaf}' derives it from other metrics, so "
+                                  "it has no per-document values of its own for the group to pair")
         if metric.direction != first.direction:
             raise TaskConfigError(f"{source}: group metric '{name}': its tasks disagree on whether higher is better")
+    plain = spec.weight_by_size and all(m.aggregate is None for m in scored.values())
     return Metric(
         name=name, per_document=first.per_document, direction=first.direction,
-        binary=all(m.binary for m in scored.values()), margin=first.margin,
-        aggregate=None if spec.weight_by_size else UnweightedMean(name),
+        binary=plain and all(m.binary for m in scored.values()), margin=first.margin,
+        aggregate=None if plain else GroupAggregate(
+            name, {leaf: (m.name, m.aggregate) for leaf, m in scored.items()}, spec.weight_by_size),
     )
+
+
+def gated_members(group: ScorableGroup) -> list[tuple[str, ScorableGroup | tuple[TaskConfig, TaskId]]]:
+    """What a group file gates, checked as collection checks a task file: the group itself, or a bundle's members
+    (tasks/groups.py bundle_members). Refuses, naming the file, what cannot be scored."""
+    members = bundle_members(group) if group.tree.config.is_bundle else [(group.tree.name, group)]
+    for _, member in members:
+        if isinstance(member, ScorableGroup):
+            group_metrics(member.tree, {leaf.name: resolve_metrics(config) for leaf, config, _ in member.leaf_tasks})
+        else:
+            resolve_metrics(member[0])
+    return members
 
 
 def score_group(tree: GroupTree, leaf_evaluations: Mapping[str, Any]) -> GroupEvaluation:
@@ -148,13 +182,18 @@ def score_group(tree: GroupTree, leaf_evaluations: Mapping[str, Any]) -> GroupEv
     categories = np.array([doc.category for doc in documents], dtype=object)
     per_document = {}
     for metric, scored in metrics:
-        column = np.full(len(documents), np.nan)
-        for leaf, e in zip(leaves, evaluations):
-            if leaf.name in scored:
-                column[categories == leaf.name] = e.scores.per_document[scored[leaf.name]]
+        parts = {leaf.name: np.asarray(e.scores.per_document[scored[leaf.name]])
+                 for leaf, e in zip(leaves, evaluations) if leaf.name in scored}
+        if all(part.ndim == 1 and part.dtype != object for part in parts.values()):
+            column = np.full(len(documents), np.nan)  # NaN: a document of a task that does not score the metric
+        else:
+            column = np.full(len(documents), None, dtype=object)
+        for leaf_name, part in parts.items():
+            for position, value in zip(np.flatnonzero(categories == leaf_name), part):
+                column[position] = value
         per_document[metric.name] = column
     members = {sub.name: tuple(leaf.name for leaf in sub.leaves()) for sub in tree.subgroups()}
-    weighted = {metric.name: metric.aggregate is None for metric, _ in metrics}
+    weighted = {metric.name: metric.aggregate is None or metric.aggregate.weighted for metric, _ in metrics}
     leaf_summaries = {leaf.name: e.scores.overall for leaf, e in zip(leaves, evaluations)}
 
     def block(names: Sequence[str]) -> dict[str, MetricSummary]:

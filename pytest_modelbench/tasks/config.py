@@ -147,6 +147,18 @@ def gate_value_problem(key: str, value: Any) -> str | None:
     return None
 
 
+def checked_gate_block(gate: Any, path: Path) -> dict[str, Any]:
+    """A YAML's `modelbench.gate` block (a task's or a group's), its values checked; {} when absent."""
+    gate = gate or {}
+    if not isinstance(gate, dict) or set(gate) - _GATE_KEYS:
+        raise TaskConfigError(f"{path}: key 'modelbench.gate' may only hold {sorted(_GATE_KEYS)}")
+    for key, value in gate.items():
+        problem = None if key == "metrics" else gate_value_problem(key, value)
+        if problem:
+            raise TaskConfigError(f"{path}: key 'modelbench.gate.{key}' {problem}")
+    return gate
+
+
 def is_task_file(path: Path) -> bool:
     """A YAML that defines one task: it has a string `task` key and no `group` key (lm-eval's rule)."""
     try:
@@ -230,13 +242,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         raise TaskConfigError(f"{path}: key 'modelbench' may only hold {sorted(_MODELBENCH_KEYS)}")
     if not isinstance(modelbench.get("category_field"), (str, type(None))):
         raise TaskConfigError(f"{path}: key 'modelbench.category_field' must be a field name")
-    gate = modelbench.get("gate") or {}
-    if not isinstance(gate, dict) or set(gate) - _GATE_KEYS:
-        raise TaskConfigError(f"{path}: key 'modelbench.gate' may only hold {sorted(_GATE_KEYS)}")
-    for key, value in gate.items():
-        problem = None if key == "metrics" else gate_value_problem(key, value)
-        if problem:
-            raise TaskConfigError(f"{path}: key 'modelbench.gate.{key}' {problem}")
+    gate = checked_gate_block(modelbench.get("gate"), path)
     process_results = raw.get("process_results")
     if process_results is not None and not isinstance(process_results, FunctionRef):
         raise TaskConfigError(f"{path}: key 'process_results' must be a '!function module.name', got {process_results!r}")

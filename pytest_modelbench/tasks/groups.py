@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from pytest_modelbench.errors import ModelbenchError, TaskConfigError
-from pytest_modelbench.tasks.config import GateTolerance, TaskConfig, gate_value_problem, load_task_config
+from pytest_modelbench.tasks.config import GateTolerance, TaskConfig, checked_gate_block, load_task_config
 from pytest_modelbench.tasks.identity import TaskId, identify
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, read_yaml_file
 
 _GROUP_KEYS = {"group", "group_alias", "task", "aggregate_metric_list", "metadata", "modelbench"}
 _AGGREGATE_KEYS = {"metric", "aggregation", "weight_by_size", "filter_list"}
-_GATE_KEYS = {"absolute_margin", "relative_margin", "alpha", "metrics"}
 
 
 @dataclass(frozen=True)
@@ -181,13 +180,7 @@ def _gate(modelbench: Any, path: Path) -> GateTolerance:
         return GateTolerance()
     if not isinstance(modelbench, dict) or set(modelbench) - {"gate"}:
         raise TaskConfigError(f"{path}: key 'modelbench' of a group file may only hold 'gate'")
-    gate = modelbench.get("gate") or {}
-    if not isinstance(gate, dict) or set(gate) - _GATE_KEYS:
-        raise TaskConfigError(f"{path}: key 'modelbench.gate' may only hold {sorted(_GATE_KEYS)}")
-    for key, value in gate.items():
-        problem = None if key == "metrics" else gate_value_problem(key, value)
-        if problem:
-            raise TaskConfigError(f"{path}: key 'modelbench.gate.{key}' {problem}")
+    gate = checked_gate_block(modelbench.get("gate"), path)
     return GateTolerance(**{**gate, "metrics": gate.get("metrics") or {}})
 
 

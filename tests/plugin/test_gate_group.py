@@ -33,13 +33,13 @@ GROUPS = {
 }
 
 
-def make_group_project(pytester, docs: list[dict]):
+def make_group_project(pytester, docs: list[dict], metrics: tuple[str, ...] = ("acc",)):
     suite = pytester.path / "suites" / SUITE
     disagree = [d for d in docs if d["kind"] == "disagree"]
     agree = [d for d in docs if d["kind"] == "agree"]
     for task, task_docs in (("shaky_a", disagree[:12] + agree[:4]), ("shaky_b", disagree[12:] + agree[4:8]),
                             ("steady_c", agree[8:])):
-        path = write_task(suite, task, task_docs)
+        path = write_task(suite, task, task_docs, metrics)
         if task.startswith("shaky"):
             path.write_text(path.read_text() + "tag: shaky_tasks\n")
     for name, text in GROUPS.items():
@@ -145,3 +145,22 @@ def test_a_bundle_gates_each_member_with_its_overrides(pytester, tiny_model, pro
                                  "SCORED shaky_a,shaky_b,steady_c,steady_c"])  # steady_c twice: 2-shot and 0-shot
     shots = json.loads(results.read_text())["n-shot"]
     assert shots["probe/probe_bundle::steady_c"] == 2 and shots["probe/steady_c"] == 0
+
+
+def test_a_group_metric_that_is_a_tasks_own_aggregate_is_gated_by_resampling(pytester, tiny_model, bad_model,
+                                                                              probe_docs):
+    """f1 is not a mean over documents: the group's f1 is lm-eval's mean of its tasks' f1 scores, re-computed on
+    resampled documents for the test, overall and per subgroup."""
+    suite = make_group_project(pytester, probe_docs, metrics=("acc", "f1"))
+    (suite / "probe_all.yaml").write_text(GROUPS["probe_all.yaml"].replace(
+        "weight_by_size: true\n", "weight_by_size: true\n  - metric: f1\n"))
+    run_gate(pytester, tiny_model, "--snapshot-update", "-k", "probe_all").assert_outcomes(passed=1)
+    stored = json.loads(baseline_file(pytester, "probe_all").read_text())
+    assert stored["metrics"]["f1"]["aggregate"] is True and stored["scores"]["overall"]["f1"]["value"] == 1.0
+    run_gate(pytester, tiny_model, "-k", "probe_all").assert_outcomes(passed=1)
+
+    junit = pytester.path / "junit.xml"
+    run_gate(pytester, bad_model, f"--junitxml={junit}", "-k", "probe_all").assert_outcomes(failed=1)
+    entries = gate_entries(junit)["probe_all"]
+    assert entries[("f1", None)] == "regressed" and entries[("f1", "probe_shaky")] == "regressed"
+    assert entries[("f1", "probe_steady")] == "pass"
