@@ -64,7 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     index = TaskIndex.of(args.tasks_dir.resolve())
     flag = " --allow-task-code" if args.allow_task_code else ""
-    print("| reported in | name | kind | runs? |")
+    print("| reported in | name | kind | collected as a gated item? |")
     print("|---|---|---|---|")
     for where, name in POPULAR:
         kind, outcome = status(name, index, args.allow_task_code)
