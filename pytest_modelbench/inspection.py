@@ -15,7 +15,7 @@ from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate.pytest_integration import GATE_KEY
 from pytest_modelbench.report import format_table
 from pytest_modelbench.tasks.config import TaskConfig
-from pytest_modelbench.tasks.listing import LISTING_HEADER, task_row
+from pytest_modelbench.tasks.listing import LISTING_HEADER, group_row, task_row
 from pytest_modelbench.tasks.preview import preview_lines
 from pytest_modelbench.tasks.task import prepare_task
 
@@ -49,15 +49,16 @@ class TaskInspection:
         if option.collectonly or (session.testsfailed and not option.continue_on_collection_errors):
             return None  # pytest's own loop reports the collection errors and stops
         items = [item for item in session.items if hasattr(item, "task_config")]
+        groups = [item for item in session.items if hasattr(item, "group")]
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if option.list_tasks:
-            self._list(items, reporter)
+            self._list(items, groups, reporter)
         if option.show_prompts:
             session.testsfailed += self._preview([item.task_config for item in items], reporter)
         return True
 
-    def _list(self, items: list[Any], reporter: Any) -> None:
-        """`items`: the task items collected (plugin.py, TaskItem)."""
+    def _list(self, items: list[Any], groups: list[Any], reporter: Any) -> None:
+        """`items`, `groups`: the task and group items collected (plugin.py, TaskItem and GroupItem)."""
         gate = self.config.stash[GATE_KEY]
         reporter.section(f"modelbench tasks (baseline '{gate.baseline_name}' in {gate.display(gate.name_dir)})")
         rows = [
@@ -65,6 +66,8 @@ class TaskInspection:
                      gate.baseline_path(item.task_id).is_file())
             for item in items
         ]
+        rows += [group_row(item.task_id.key, item.group.tree, gate.baseline_path(item.task_id).is_file())
+                 for item in groups]
         for line in format_table(LISTING_HEADER, rows):
             reporter.write_line(line)
 

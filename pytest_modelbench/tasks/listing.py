@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.groups import GroupTree
 from pytest_modelbench.tasks.task import effective_num_fewshot
 
 LISTING_HEADER = ("task", "tag", "dataset", "split", "metrics", "few-shot", "baseline")
@@ -29,3 +30,17 @@ def fewshot_setting(config: TaskConfig, num_fewshot: int | None) -> str:
         return "0"
     pool = "fewshot_config.samples" if config.fewshot_pool_split is None else f"'{config.fewshot_pool_split}'"
     return f"{shots} from {pool} ({config.fewshot_sampler})"
+
+
+def group_row(key: str, tree: GroupTree, has_baseline: bool) -> tuple[str, ...]:
+    """A group's row: its tasks and subgroups counted where a task shows its dataset and split."""
+    tasks, subgroups = len(tree.leaves()), len(tree.subgroups())
+    return (
+        key,
+        "-",
+        f"group: {tasks} task(s)" + (f", {subgroups} subgroup(s)" if subgroups else ""),
+        "-",
+        ", ".join(spec.metric for spec in tree.config.aggregate_metrics),
+        "as its tasks",
+        "yes" if has_baseline else "no",
+    )

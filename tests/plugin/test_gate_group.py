@@ -164,3 +164,9 @@ def test_a_group_metric_that_is_a_tasks_own_aggregate_is_gated_by_resampling(pyt
     entries = gate_entries(junit)["probe_all"]
     assert entries[("f1", None)] == "regressed" and entries[("f1", "probe_shaky")] == "regressed"
     assert entries[("f1", "probe_steady")] == "pass"
+
+
+def test_list_tasks_shows_a_group_with_its_tasks_and_subgroups(pytester, probe_docs):
+    make_group_project(pytester, probe_docs)
+    result = pytester.runpytest("--list-tasks", "-p", "no:cacheprovider", "--model=unused", "-k", "probe_all")
+    result.stdout.fnmatch_lines(["probe/probe_all*-*group: 3 task(s), 2 subgroup(s)*-*acc*as its tasks*no"])
