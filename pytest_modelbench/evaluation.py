@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from pytest_modelbench.errors import BackendError, DocumentError, RequestError, TaskConfigError
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
+from pytest_modelbench.metrics.filters import filtered_answers
 from pytest_modelbench.metrics.process_results import document_values
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.scoring.backend import Backend
@@ -56,11 +57,9 @@ def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> T
                                       _task(prepared))
     except RequestError as exc:
         raise TaskConfigError(f"{_task(prepared)}: {exc.problem}") from None
-    answers = []
-    for doc, generation in zip(prepared.documents, generations):
-        where = f"{_task(prepared)}, document {doc.doc_id}"
-        answers.append({pipeline.name: pipeline.apply(generation, doc.doc, where)
-                        for pipeline in prepared.config.filters})
+    documents = prepared.documents  # each pipeline runs over all of them at once, as lm-eval's filters do
+    answers = filtered_answers(prepared.config.filters, generations, [doc.doc for doc in documents],
+                               [doc.doc_id for doc in documents], _task(prepared))
     scores = _score(prepared, metrics, answers)
     return TaskEvaluation(prepared, [[] for _ in prepared.documents], scores, generations, answers)
 

@@ -1,28 +1,49 @@
 """lm-eval 0.4.13's `filter_list`: named pipelines that turn a generation into the answer that is scored.
 
 Each pipeline's name becomes the suffix of its metric keys (`exact_match,strict-match`); without `filter_list` there is
-one pipeline, `none`, that takes the generation as it is. A step maps a document's list of responses (one response:
-`repeats` is 1) to a new list; every pipeline ends by taking the first response. `take_first` may also stand before
-other steps: lm-eval then hands the next step the first response itself, a string, which that step iterates one
-character at a time, so here it becomes the list of its characters. Steps: regex (findall, `group_select`-th match,
-the first non-empty group of a tuple, stripped, else `fallback`), multi_choice_regex (regex, then the document's
-`choices` texts, then `: A`-style letters, each mapped to `(A)`...), lowercase, uppercase, remove_whitespace (strips
-both ends), map (`mapping_dict`, `default_value`).
+one pipeline, `none`, that takes the generation as it is. As in lm-eval (api/filter.py FilterEnsemble), each step maps
+the responses of all the task's documents at once, in document order: one entry per document, its list of responses
+(`repeats` copies of its generation, greedy decoding answering every repeat alike). `take_first` replaces a
+document's list by its first response, a string; a later step that iterates it then reads one character at a time,
+as lm-eval's steps do. The pipeline's answer is the string its last step leaves, or the first response of the list
+it leaves. Steps: regex (findall, `group_select`-th match, the first non-empty group of a tuple, stripped, else
+`fallback`), multi_choice_regex (regex, then the document's `choices` texts, then `: A`-style letters, each mapped to
+`(A)`...), lowercase, uppercase, remove_whitespace (strips both ends), map (`mapping_dict`, `default_value`).
+
+Task code (--allow-task-code), called with lm-eval's contract:
+- `function: custom` with `filter_fn: !function module.fn`: fn(resps, docs) once per task, with every document's
+  responses and the documents (filters/custom.py CustomFilter);
+- `function: !function module.SomeFilter` (its other keys are its arguments): lm-eval builds it as
+  SomeFilter(**arguments) each time the pipeline runs and calls its apply(resps, docs), once per task (BBH's
+  MultiChoiceRegexFilter, kormedmcqa's ExtractChoiceFilter).
+What either returns must hold one entry per document, in order: a list of strings (the document's responses) or a
+string (one response); anything else is an error naming the file, the filter and the document.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 import sys
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
-from pytest_modelbench.errors import DocumentError, TaskConfigError
+from pytest_modelbench.errors import DocumentError, TaskCodeError, TaskConfigError
+from pytest_modelbench.tasks.yaml_loader import FunctionRef
 
-Step = Callable[[list[str], Mapping[str, Any], str], list[str]]  # (responses, document, where) -> responses
+# One document's responses as a step sees them: a list of responses, or after take_first one response (a string).
+Responses = list[str] | str
+# A step over the whole task: (each document's responses, the documents, where each document is named for errors,
+# where the task is named) -> each document's new responses.
+Step = Callable[[list[Responses], Sequence[Mapping[str, Any]], Sequence[str], str], list[Responses]]
+# A step of one document, for the built-in filters: (responses, document, where) -> responses.
+DocumentStep = Callable[[Responses, Mapping[str, Any], str], list[str]]
+# The task's `!function` resolver (tasks/config.py): refuses task code unless --allow-task-code is given.
+Resolve = Callable[[str, Any], Any]
 DEFAULT_REGEX = r"#### (\-?[0-9\.\,]+)"
 DEFAULT_FALLBACK = "[invalid]"
 
@@ -31,33 +52,64 @@ DEFAULT_FALLBACK = "[invalid]"
 class FilterPipeline:
     name: str
     steps: tuple[Step, ...] = ()
+    repeats: int = 1  # how many responses each document has (lm-eval's `repeats`)
 
     def apply(self, generation: str, doc: Mapping[str, Any], where: str) -> str:
-        responses = [generation]
+        """The answer of one document (a task of one document: custom steps see only it)."""
+        return self.apply_all([generation], [doc], [where], where)[0]
+
+    def apply_all(self, generations: Sequence[str], docs: Sequence[Mapping[str, Any]], wheres: Sequence[str],
+                  task_where: str) -> list[str]:
+        """Every document's answer; `wheres` names each document in errors, `task_where` the task."""
+        label = f", filter '{self.name}'"
+        at = [where + label for where in wheres]
+        values: list[Responses] = [[generation] * self.repeats for generation in generations]
         for step in self.steps:
-            responses = step(responses, doc, f"{where}, filter '{self.name}'")
-        return _first(responses, f"{where}, filter '{self.name}'")
+            values = step(values, docs, at, task_where + label)
+        return [value if isinstance(value, str) else _first(value, where) for value, where in zip(values, at)]
 
 
-def _first(responses: list[str], where: str) -> str:
+def filtered_answers(pipelines: Sequence[FilterPipeline], generations: Sequence[str], docs: Sequence[Mapping[str, Any]],
+                     doc_ids: Sequence[Any], task_where: str) -> list[dict[str, str]]:
+    """Per document, the answer of each pipeline (by name); each pipeline runs over all the documents at once."""
+    wheres = [f"{task_where}, document {doc_id}" for doc_id in doc_ids]
+    by_pipeline = {pipeline.name: pipeline.apply_all(generations, docs, wheres, task_where) for pipeline in pipelines}
+    return [{name: answers[i] for name, answers in by_pipeline.items()} for i in range(len(generations))]
+
+
+def _first(responses: Responses, where: str) -> str:
     if not responses:  # only after a take_first of an empty string, as in lm-eval (IndexError there)
         raise DocumentError(f"{where}: take_first found no response (the response before it was empty)")
     return responses[0]
 
 
-def _take_first(responses: list[str], doc: Mapping[str, Any], where: str) -> list[str]:
-    return list(_first(responses, where))
+def _take_first(values: list[Responses], docs: Sequence[Mapping[str, Any]], wheres: Sequence[str],
+                task_where: str) -> list[Responses]:
+    return [_first(value, where) for value, where in zip(values, wheres)]
+
+
+def _per_document(step: DocumentStep) -> Step:
+    """A built-in filter's step, which maps each document's responses on its own."""
+
+    def over_task(values: list[Responses], docs: Sequence[Mapping[str, Any]], wheres: Sequence[str],
+                  task_where: str) -> list[Responses]:
+        return [step(value, doc, where) for value, doc, where in zip(values, docs, wheres)]
+
+    return over_task
 
 
 NO_FILTER = (FilterPipeline("none"),)
 
 
-def filter_pipelines(value: Any, path: Path) -> tuple[FilterPipeline, ...]:
-    """The YAML's `filter_list`, checked; None gives lm-eval's default single `none` pipeline."""
+def filter_pipelines(value: Any, path: Path, resolve: Resolve | None = None, *,
+                     repeats: int = 1) -> tuple[FilterPipeline, ...]:
+    """The YAML's `filter_list`, checked; None gives lm-eval's default single `none` pipeline. `resolve` turns a
+    `!function` into the task's code (it refuses without --allow-task-code); without it task code is refused."""
     if value is None:
-        return NO_FILTER
+        return NO_FILTER if repeats == 1 else (FilterPipeline("none", repeats=repeats),)
     if not isinstance(value, list) or not value:
         raise TaskConfigError(f"{path}: key 'filter_list' must be a non-empty list of {{name, filter}} mappings")
+    resolve = resolve or _refuse_task_code(path)
     pipelines = []
     for i, entry in enumerate(value):
         label = f"filter_list[{i}]"
@@ -66,7 +118,7 @@ def filter_pipelines(value: Any, path: Path) -> tuple[FilterPipeline, ...]:
         steps = entry.get("filter")
         if not isinstance(steps, list) or not steps:
             raise TaskConfigError(f"{path}: key '{label}.filter' must be a non-empty list of steps")
-        pipelines.append(FilterPipeline(entry["name"], _steps(steps, path, label)))
+        pipelines.append(FilterPipeline(entry["name"], _steps(steps, path, label, resolve), repeats))
     names = [pipeline.name for pipeline in pipelines]
     duplicate = next((name for name in names if names.count(name) > 1), None)
     if duplicate is not None:
@@ -74,32 +126,164 @@ def filter_pipelines(value: Any, path: Path) -> tuple[FilterPipeline, ...]:
     return tuple(pipelines)
 
 
-def _steps(entries: list[Any], path: Path, label: str) -> tuple[Step, ...]:
+def _refuse_task_code(path: Path) -> Resolve:
+    def refuse(key: str, ref: Any) -> Any:
+        raise TaskConfigError(f"{path}: key '{key}' uses '{ref!r}', which runs Python code from the suite folder; "
+                              "pass --allow-task-code to allow it")
+
+    return refuse
+
+
+def _steps(entries: list[Any], path: Path, label: str, resolve: Resolve) -> tuple[Step, ...]:
     steps = []
     for j, entry in enumerate(entries):
         where = f"{label}.filter[{j}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("function"), str):
+        if not isinstance(entry, dict) or not isinstance(entry.get("function"), (str, FunctionRef)):
             raise TaskConfigError(f"{path}: key '{where}' needs a 'function' name")
         function = entry["function"]
         kwargs = {key: value for key, value in entry.items() if key != "function"}
+        if isinstance(function, FunctionRef):
+            steps.append(_filter_class(resolve(f"{where}.function", function), kwargs, path, where))
+            continue
+        if function == "custom":
+            steps.append(_custom(kwargs, path, where, resolve))
+            continue
         if function == "take_first":
             if kwargs:
                 raise TaskConfigError(f"{path}: key '{where}.{sorted(kwargs, key=str)[0]}' is not an argument of "
                                       "filter 'take_first'")
-            if j != len(entries) - 1:  # as the last step it is the take_first that ends every pipeline
-                steps.append(_take_first)
+            steps.append(_take_first)
             continue
         if function not in _BUILDERS:
             raise TaskConfigError(
                 f"{path}: key '{where}.function': filter {function!r} is not supported "
-                f"(supported: {', '.join(sorted([*_BUILDERS, 'take_first']))})"
+                f"(supported: {', '.join(sorted([*_BUILDERS, 'take_first', 'custom']))}, or a filter class as "
+                "'!function module.Class' with --allow-task-code)"
             )
         builder, allowed = _BUILDERS[function]
         unknown = sorted(set(kwargs) - allowed, key=str)
         if unknown:
             raise TaskConfigError(f"{path}: key '{where}.{unknown[0]}' is not an argument of filter '{function}'")
-        steps.append(builder(kwargs, f"{path}: key '{where}'"))
+        steps.append(_per_document(builder(kwargs, f"{path}: key '{where}'")))
     return tuple(steps)
+
+
+# --- task code: custom filter functions and filter classes --------------------------------------------------------
+
+
+def _custom(kwargs: dict[str, Any], path: Path, where: str, resolve: Resolve) -> Step:
+    """`function: custom`: lm-eval's CustomFilter calls filter_fn(resps, docs) over all documents."""
+    ref = kwargs.get("filter_fn")
+    if not isinstance(ref, FunctionRef):
+        got = "" if ref is None else f", got {ref!r}"
+        raise TaskConfigError(f"{path}: key '{where}.filter_fn': filter 'custom' needs 'filter_fn: !function "
+                              f"module.name', a function of (resps, docs){got}")
+    unknown = sorted(set(kwargs) - {"filter_fn"}, key=str)
+    if unknown:
+        raise TaskConfigError(f"{path}: key '{where}.{unknown[0]}' is not an argument of filter 'custom' (lm-eval "
+                              "calls filter_fn with the responses and the documents only)")
+    function = resolve(f"{where}.filter_fn", ref)
+    if _refuses(function, None, None):
+        raise TaskConfigError(f"{path}: key '{where}.filter_fn': {ref.dotted_name} cannot be called as "
+                              "filter_fn(resps, docs), which is how lm-eval calls a custom filter")
+    name = f"filter_list step {where[len('filter_list'):]} (custom, filter_fn !function {ref.dotted_name})"
+
+    def step(values: list[Responses], docs: Sequence[Mapping[str, Any]], wheres: Sequence[str],
+             task_where: str) -> list[Responses]:
+        try:
+            result = function(values, list(docs))
+        except TaskCodeError as exc:
+            raise DocumentError(f"{task_where}: custom filter {exc}") from None
+        return _checked(result, wheres, task_where, f"custom filter !function {ref.dotted_name}")
+
+    return step
+
+
+def _filter_class(cls: Any, kwargs: dict[str, Any], path: Path, where: str) -> Step:
+    """`function: !function module.SomeFilter`: built as lm-eval builds it, SomeFilter(**kwargs), each time the
+    pipeline runs; its apply(resps, docs) maps all documents' responses."""
+    dotted = cls.dotted_name
+    raw = cls.function
+    if inspect.isclass(raw):
+        if not callable(getattr(raw, "apply", None)):
+            raise TaskConfigError(f"{path}: key '{where}.function': class {dotted} is not a filter: it has no "
+                                  "apply(resps, docs) method (lm-eval's Filter interface)")
+        problem = _refuses(raw, **kwargs)
+        if problem:
+            raise TaskConfigError(f"{path}: key '{where}': filter {dotted} does not take these arguments "
+                                  f"({', '.join(sorted(kwargs, key=str)) or 'none'}): {problem}")
+    elif inspect.isfunction(raw) and _refuses(raw, **kwargs):
+        raise TaskConfigError(f"{path}: key '{where}.function': {dotted} is a function that cannot be called with "
+                              f"{'the arguments ' + ', '.join(sorted(kwargs, key=str)) if kwargs else 'no arguments'}; "
+                              "lm-eval builds a filter from it and calls the result's apply(resps, docs). A function "
+                              "of (resps, docs) goes in 'function: custom' with 'filter_fn: !function "
+                              f"{dotted}'")
+
+    def step(values: list[Responses], docs: Sequence[Mapping[str, Any]], wheres: Sequence[str],
+             task_where: str) -> list[Responses]:
+        try:
+            instance = cls(**kwargs)
+        except TaskCodeError as exc:
+            raise DocumentError(f"{task_where}: filter {exc}") from None
+        apply = getattr(instance, "apply", None)
+        if not callable(apply):
+            raise DocumentError(f"{task_where}: filter !function {dotted} gave {type(instance).__name__} "
+                                f"{instance!r:.80}, which has no apply(resps, docs) method; a function of (resps, "
+                                f"docs) goes in 'function: custom' with 'filter_fn: !function {dotted}'")
+        try:
+            result = _task_function(f"{dotted}.apply", apply)(values, list(docs))
+        except TaskCodeError as exc:
+            raise DocumentError(f"{task_where}: filter {exc}") from None
+        return _checked(result, wheres, task_where, f"filter !function {dotted}")
+
+    return step
+
+
+def _task_function(dotted_name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    from pytest_modelbench.tasks.config import TaskFunction  # tasks/config.py imports this module
+
+    return TaskFunction(dotted_name, function)
+
+
+def _refuses(function: Any, *args: Any, **kwargs: Any) -> str | None:
+    """Why `function` cannot be called with these arguments, from its signature; None if it can (or cannot tell)."""
+    try:
+        inspect.signature(getattr(function, "function", function)).bind(*args, **kwargs)
+    except TypeError as exc:
+        return str(exc)
+    except ValueError:  # no signature to read (a builtin): let the call decide
+        return None
+    return None
+
+
+def _checked(result: Any, wheres: Sequence[str], task_where: str, what: str) -> list[Responses]:
+    """A filter's output, as the next step and the metrics need it: one entry per document, each a list of strings
+    (its responses) or a string (one response)."""
+    if isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable):
+        raise DocumentError(f"{task_where}: {what} returned {type(result).__name__} {result!r:.80}, not one entry "
+                            "per document (a list of each document's responses, in document order)")
+    try:
+        entries = list(result)
+    except Exception as exc:  # a generator of the task's code failed while it was read
+        raise DocumentError(f"{task_where}: {what}: reading its result raised {type(exc).__name__}: {exc}") from None
+    if len(entries) != len(wheres):
+        raise DocumentError(f"{task_where}: {what} returned {len(entries)} entries for {len(wheres)} documents; it "
+                            "must return one per document, in the order it was given them")
+    checked: list[Responses] = []
+    for entry, where in zip(entries, wheres):
+        if isinstance(entry, str):
+            checked.append(entry)
+            continue
+        if isinstance(entry, (list, tuple)):
+            bad = next((item for item in entry if not isinstance(item, str)), None)
+            if bad is None:
+                checked.append(list(entry))
+                continue
+            raise DocumentError(f"{where}: {what} returned the responses {entry!r:.80}, which hold "
+                                f"{type(bad).__name__} {bad!r:.40}; a response must be a string")
+        raise DocumentError(f"{where}: {what} returned {type(entry).__name__} {entry!r:.80} for this document, not "
+                            "its responses (a list of strings) or one response (a string)")
+    return checked
 
 
 # --- regex --------------------------------------------------------------------------------------------------------
@@ -144,7 +328,7 @@ def _selected_match(regex: re.Pattern, group_select: int, text: str, where: str)
     return match.strip()
 
 
-def _regex(kwargs: dict[str, Any], where: str) -> Step:
+def _regex(kwargs: dict[str, Any], where: str) -> DocumentStep:
     regex, group_select, fallback = _regex_settings(kwargs, where)
 
     def step(responses: list[str], doc: Mapping[str, Any], at: str) -> list[str]:
@@ -157,7 +341,7 @@ def _regex(kwargs: dict[str, Any], where: str) -> Step:
     return step
 
 
-def _multi_choice_regex(kwargs: dict[str, Any], where: str) -> Step:
+def _multi_choice_regex(kwargs: dict[str, Any], where: str) -> DocumentStep:
     regex, group_select, fallback = _regex_settings(kwargs, where)
     ignore = _ChoiceNormaliser(kwargs, where)
 
@@ -215,14 +399,14 @@ def _unicode_punctuation() -> dict[int, None]:
 # --- simple transforms --------------------------------------------------------------------------------------------
 
 
-def _each(transform: Callable[[str], str]) -> Callable[[dict[str, Any], str], Step]:
-    def build(kwargs: dict[str, Any], where: str) -> Step:
+def _each(transform: Callable[[str], str]) -> Callable[[dict[str, Any], str], DocumentStep]:
+    def build(kwargs: dict[str, Any], where: str) -> DocumentStep:
         return lambda responses, doc, at: [transform(response) for response in responses]
 
     return build
 
 
-def _map(kwargs: dict[str, Any], where: str) -> Step:
+def _map(kwargs: dict[str, Any], where: str) -> DocumentStep:
     mapping = kwargs.get("mapping_dict") or {}
     default = kwargs.get("default_value")
     if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):
@@ -233,7 +417,7 @@ def _map(kwargs: dict[str, Any], where: str) -> Step:
 
 
 _REGEX_ARGS = {"regex_pattern", "group_select", "fallback"}
-_BUILDERS: dict[str, tuple[Callable[[dict[str, Any], str], Step], set[str]]] = {
+_BUILDERS: dict[str, tuple[Callable[[dict[str, Any], str], DocumentStep], set[str]]] = {
     "regex": (_regex, _REGEX_ARGS),
     "multi_choice_regex": (
         _multi_choice_regex, _REGEX_ARGS | {"ignore_case", "ignore_punctuation", "regexes_to_ignore"},

@@ -1,26 +1,55 @@
 """A generate_until task's metrics: each metric_list entry once per filter pipeline, keyed as lm-eval keys them
 (`exact_match,strict-match`). exact_match is 0/1 per document, so the gate pairs documents with McNemar's test;
-bleu, chrf and ter (metrics/translation.py) are corpus scores, gated by the bootstrap that re-applies them."""
+bleu, chrf and ter (metrics/translation.py) are corpus scores, gated by the bootstrap that re-applies them.
+
+`metric: !function module.fn` (--allow-task-code) is called as lm-eval 0.4.13 calls it (api/task.py
+ConfigurableTask.process_results, generate_until): per document and pipeline, fn(references=[gold],
+predictions=[answer], **options), the options being the entry's other keys; if that raises TypeError, fn([gold,
+answer]) without them. With several references (a list target) each is scored alone and the document gets 1.0 if
+any score is non-zero (a function named exact_match gets all of them at once, as lm-eval's exact_match does). The
+metric is named by the function's __name__; a dict result holding only that name is read as its value. Each value
+must be a number; the entry's `aggregation` (mean, median, perplexity or a !function; lm-eval has no default for an
+unregistered name) and `higher_is_better` (needed unless lm-eval registers the name) say how it is reported and
+gated: on its per-document values, like every other metric.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping
+import math
+import numbers
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from pytest_modelbench.errors import TaskConfigError
+from pytest_modelbench.errors import DocumentError, TaskConfigError
 from pytest_modelbench.metrics.exact_match import ExactMatch, exact_match_options
 from pytest_modelbench.metrics.registry import HIGHER, LOWER, ONE_POINT, Margin, Metric
+from pytest_modelbench.metrics.task_aggregation import TaskAggregation
 from pytest_modelbench.metrics.translation import CORPUS_METRICS, CorpusScore, sentence_statistics
-from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.config import MetricSpec, TaskConfig, lm_eval_missing
 from pytest_modelbench.tasks.requests import DocumentRequests
+from pytest_modelbench.tasks.yaml_loader import FunctionRef
 
 GENERATIVE_METRICS = ("exact_match", *CORPUS_METRICS)
 # Corpus scores on sacrebleu's 0-100 scale: one point, the smallest BLEU change papers report.
 CORPUS_MARGIN = Margin(absolute=1.0)
 # lm-eval registers these for multiple_choice only: on generated text its sklearn aggregation fails.
 _MULTIPLE_CHOICE_ONLY = ("f1", "mcc")
+# lm-eval 0.4.13's registered metrics (api/metrics.py register_metric): default aggregation and higher_is_better, which
+# a `metric: !function` entry gets when its function has one of these names and the entry leaves them out.
+_LMEVAL_REGISTERED = {
+    "acc": ("mean", True), "acc_norm": ("mean", True), "acc_mutual_info": ("mean", True), "acc_bytes": ("mean", True),
+    "acc_all": ("mean", True), "exact_match": ("mean", True), "likelihood": ("mean", True),
+    "perplexity": ("perplexity", False), "brier_score": ("brier_score", False),
+    "word_perplexity": ("weighted_perplexity", False), "byte_perplexity": ("weighted_perplexity", False),
+    "bits_per_byte": ("bits_per_byte", False), "bypass": ("bypass", True), "mcc": ("matthews_corrcoef", True),
+    "f1": ("f1", True), "bleu": ("bleu", True), "chrf": ("chrf", True), "chrf++": ("chrf++", True),
+    "ter": ("ter", False),
+}
+# lm-eval's aggregations over one number per document (metrics/task_aggregation.py computes them).
+FUNCTION_METRIC_AGGREGATIONS = ("mean", "median", "perplexity")
 
 
 @dataclass(frozen=True)
@@ -46,8 +75,16 @@ class _FilteredStatistics:
 
 
 def generative_metrics(config: TaskConfig) -> tuple[Metric, ...]:
+    names = [spec.name for spec in config.metric_list]
+    duplicate = next((name for name in names if names.count(name) > 1), None)
+    if duplicate is not None:
+        raise TaskConfigError(f"{config.source}: key 'metric_list': two entries are metric '{duplicate}' (a !function "
+                              "metric is named by its function's __name__, as in lm-eval)")
     metrics = []
     for i, spec in enumerate(config.metric_list):
+        if spec.function is not None:
+            metrics.extend(_function_metrics(spec, config))
+            continue
         _check_known(spec.name, spec.options, config, f"metric_list[{i}]")
         if spec.name == "exact_match":
             scorer = exact_match_options(spec.options, config.source, f"metric_list[{i}]")
@@ -64,6 +101,125 @@ def generative_metrics(config: TaskConfig) -> tuple[Metric, ...]:
                                       HIGHER if CORPUS_METRICS[spec.name] else LOWER, binary=False,
                                       margin=CORPUS_MARGIN, aggregate=CorpusScore(spec.name, name)))
     return tuple(metrics)
+
+
+# --- metric: !function --------------------------------------------------------------------------------------------
+
+
+def function_metric_spec(entry: dict[str, Any], i: int, path: Path, output_type: str,
+                         resolve: Callable[[str, Any], Any], process_results: bool) -> MetricSpec:
+    """A `metric: !function module.fn` entry of metric_list, checked (tasks/config.py reads metric_list)."""
+    label = f"metric_list[{i}]"
+    ref: FunctionRef = entry["metric"]
+    if process_results:
+        raise TaskConfigError(f"{path}: key '{label}.metric': a '!function' metric cannot be used with process_results "
+                              "(lm-eval keys it by the function itself, so process_results' values never reach it); "
+                              "name the metric as process_results returns it")
+    if output_type != "generate_until":
+        raise TaskConfigError(f"{path}: key '{label}.metric': lm-eval 0.4.13 calls a '!function' metric only for "
+                              f"generate_until tasks (a {output_type} task never gives it a value); use "
+                              "process_results: !function for a metric of your own")
+    function = resolve(f"{label}.metric", ref)
+    name = getattr(function.function, "__name__", None) or ref.dotted_name.rpartition(".")[2]
+    registered = _LMEVAL_REGISTERED.get(name)
+    aggregation = entry.get("aggregation")
+    if aggregation is None:
+        if registered is None or registered[0] not in FUNCTION_METRIC_AGGREGATIONS:
+            why = (f"lm-eval's default for that name, {registered[0]!r}, does not aggregate one number per document"
+                   if registered else "lm-eval 0.4.13 has no default aggregation for it")
+            raise TaskConfigError(f"{path}: key '{label}.aggregation' is needed for metric '{name}' ({ref!r}): "
+                                  f"{why}; use {', '.join(FUNCTION_METRIC_AGGREGATIONS)} or a !function")
+        aggregation = registered[0]
+    elif isinstance(aggregation, FunctionRef):
+        aggregation = resolve(f"{label}.aggregation", aggregation)
+    elif aggregation not in FUNCTION_METRIC_AGGREGATIONS:
+        raise TaskConfigError(f"{path}: key '{label}.aggregation': a !function metric may use "
+                              f"{', '.join(FUNCTION_METRIC_AGGREGATIONS)} or a !function, got {aggregation!r}")
+    higher_is_better = entry.get("higher_is_better")
+    if higher_is_better is None:
+        if registered is None:
+            raise TaskConfigError(f"{path}: key '{label}.higher_is_better' is needed: metric '{name}' ({ref!r}) is "
+                                  "not a metric whose direction lm-eval registers, and the gate must know which way "
+                                  "is worse")
+        higher_is_better = registered[1]
+    elif not isinstance(higher_is_better, bool):
+        raise TaskConfigError(f"{path}: key '{label}.higher_is_better' must be true or false")
+    options = {k: v for k, v in entry.items() if k not in ("metric", "aggregation", "higher_is_better", "hf_evaluate")}
+    return MetricSpec(name, aggregation, higher_is_better, options, function)
+
+
+def _function_metrics(spec: MetricSpec, config: TaskConfig) -> list[Metric]:
+    direction = HIGHER if spec.higher_is_better else LOWER
+    margin = Margin(relative=0.02) if spec.aggregation == "perplexity" else ONE_POINT
+    metrics = []
+    for pipeline in config.filters:
+        key = f"{spec.name},{pipeline.name}"
+        aggregate = None if spec.aggregation == "mean" else TaskAggregation(key, spec.aggregation)
+        metrics.append(Metric(key, _FilteredFunction(pipeline.name, spec.name, spec.function, spec.options),
+                              direction, binary=False, margin=margin, aggregate=aggregate))
+    return metrics
+
+
+@dataclass(frozen=True)
+class _FilteredFunction:
+    """Per document: a `metric: !function` on one pipeline's answer, called with lm-eval's arguments."""
+
+    pipeline: str
+    name: str
+    function: Any  # a resolved !function (tasks/config.py TaskFunction)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __call__(self, doc: DocumentRequests, answers: Mapping[str, str]) -> float:
+        answer = answers[self.pipeline]
+        where = (f"document {doc.doc_id}, filter '{self.pipeline}': metric '{self.name}' "
+                 f"(!function {self.function.dotted_name})")
+        if not isinstance(doc.gold, tuple):
+            return self._value(self._call(doc.gold, answer, where), where)
+        references = list(doc.gold)
+        if self.name == "exact_match":  # lm-eval's own exact_match branch, taken by any metric of that name
+            result = self._keywords(references, [answer] * len(references), where)
+            value = self._value(result, where)
+            return 1.0 if value > 0.0 else 0.0
+        scores = [self._value(self._call(reference, answer, where), where) for reference in references]
+        return 1.0 if any(scores) else 0.0
+
+    def _call(self, reference: Any, answer: str, where: str) -> Any:
+        try:
+            return self.function.function(references=[reference], predictions=[answer], **self.options)
+        except TypeError:  # lm-eval's fallback: a metric of one [reference, prediction] item, without the options
+            pass
+        except Exception as exc:  # the task's own code: named, never a traceback
+            raise DocumentError(f"{where}: {_failure(exc)}") from None
+        try:
+            return self.function.function([reference, answer])
+        except Exception as exc:
+            raise DocumentError(f"{where}: called as fn(references=..., predictions=...) and then as fn([reference, "
+                                f"prediction]): {_failure(exc)}") from None
+
+    def _keywords(self, references: list, predictions: list, where: str) -> Any:
+        try:
+            return self.function.function(references=references, predictions=predictions, **self.options)
+        except Exception as exc:
+            raise DocumentError(f"{where}: {_failure(exc)}") from None
+
+    def _value(self, result: Any, where: str) -> float:
+        if isinstance(result, Mapping):
+            if set(result) != {self.name}:
+                raise DocumentError(f"{where} returned the metrics {sorted(map(str, result))}; only a value of its own "
+                                    f"metric '{self.name}' is supported (lm-eval reports each key of a dict as a "
+                                    "metric of its own, which needs them in metric_list)")
+            result = result[self.name]
+        if not isinstance(result, numbers.Real):
+            hint = (" (per-document items for a !function aggregation, lm-eval's passthrough metrics, are not "
+                    "supported yet)") if isinstance(result, (list, tuple)) else ""
+            raise DocumentError(f"{where} returned {type(result).__name__} {result!r:.80}, not a number{hint}")
+        if not math.isfinite(result):
+            raise DocumentError(f"{where} returned {result!r}; a metric value must be a finite number")
+        return float(result)
+
+
+def _failure(exc: Exception) -> str:
+    return lm_eval_missing(exc) or f"raised {type(exc).__name__}: {exc}"
 
 
 def _check_known(name: str, options: Mapping, config: TaskConfig, label: str) -> None:

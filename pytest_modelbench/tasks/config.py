@@ -80,6 +80,7 @@ class MetricSpec:
     aggregation: str | Callable[[list], Any] = "mean"  # a registered name, or a `!function` (process_results tasks)
     higher_is_better: bool | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    function: Callable[..., Any] | None = None  # `metric: !function` (generate_until; metrics/generative.py)
 
 
 @dataclass(frozen=True)
@@ -283,7 +284,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         output_type=output_type,
         metric_list=metric_specs,
         generation=_generation(raw, fewshot_delimiter, repeats, path) if generative else None,
-        filters=filter_pipelines(raw.get("filter_list"), path) if generative else NO_FILTER,
+        filters=filter_pipelines(raw.get("filter_list"), path, resolve, repeats=repeats) if generative else NO_FILTER,
         process_docs=_document_rules(modelbench, path, task, resolve("process_docs", raw.get("process_docs"))),
         process_results=resolve("process_results", process_results),
         should_decontaminate=bool(raw.get("should_decontaminate", False)),
@@ -441,6 +442,11 @@ def _metric_specs(
         raise TaskConfigError(f"{path}: key 'metric_list' must be a non-empty list")
     specs = []
     for i, entry in enumerate(metric_list):
+        if isinstance(entry, dict) and isinstance(entry.get("metric"), FunctionRef):
+            from pytest_modelbench.metrics.generative import function_metric_spec  # it imports this module
+
+            specs.append(function_metric_spec(entry, i, path, output_type, resolve, process_results))
+            continue
         if not isinstance(entry, dict) or not isinstance(entry.get("metric"), str):
             raise TaskConfigError(f"{path}: key 'metric_list[{i}]' needs a 'metric' name")
         higher_is_better = entry.get("higher_is_better")
@@ -488,9 +494,9 @@ class TaskFunction:
     dotted_name: str
     function: Callable[..., Any]
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            return self.function(*args)
+            return self.function(*args, **kwargs)
         except TaskCodeError as exc:  # a use the engine refuses (metrics/process_results.py NOT_COMPUTED)
             raise TaskCodeError(f"!function {self.dotted_name}: {exc}") from None
         except Exception as exc:  # user code: reported with its name, never as a traceback
@@ -527,7 +533,7 @@ def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: b
     try:
         spec.loader.exec_module(module)
         function = getattr(module, attr)
-    except Exception as exc:  # user code: any failure is reported, not raised as a traceback
+    except (Exception, SystemExit) as exc:  # user code: any failure (an exit at import too) is reported
         problem = lm_eval_missing(exc) or exc
         if isinstance(exc, ImportError) and problem is exc:
             problem = (f"{exc} (for a task of lm-eval's tasks folder, {LMEVAL_EXTRA} installs lm-eval's task "

@@ -84,6 +84,19 @@ def test_function_tag_refused_without_permission(tmp_path):
     assert config.doc_to_choice({"x": 1}) == ["a", "b"]
 
 
+@pytest.mark.parametrize("module, problem", [
+    ("import sys\nsys.exit('SWI-Prolog is required')\n", "SWI-Prolog is required"),  # as one of lm-eval's utils does
+    ("import rouge_score_not_here\n", "No module named 'rouge_score_not_here' (for a task of lm-eval's tasks folder, "
+                                      "pip install 'pytest-modelbench[lmeval-task-code]' installs"),
+])
+def test_task_code_that_fails_at_import_is_one_error_naming_the_key(tmp_path, module, problem):
+    write(tmp_path, "utils.py", module + "def choices(doc):\n    return ['a', 'b']\n")
+    path = write(tmp_path, "t.yaml", BASE.replace('doc_to_choice: "{{choices}}"', "doc_to_choice: !function utils.choices"))
+    with pytest.raises(TaskConfigError, match=r"t.yaml: key 'doc_to_choice': cannot load utils.choices: ") as caught:
+        load_task_config(path, allow_task_code=True)
+    assert problem in str(caught.value)
+
+
 def test_unsupported_output_type_and_lm_eval_keys(tmp_path):
     path = write(tmp_path, "g.yaml", BASE.replace("multiple_choice", "ranking"))
     with pytest.raises(TaskConfigError, match="key 'output_type': only multiple_choice, generate_until, "
