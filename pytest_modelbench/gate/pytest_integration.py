@@ -196,8 +196,12 @@ def scoring_protocol(evaluation: Any, backend: Any, batch_size: int | str) -> st
     if generated and evaluation.prepared.config.generation.sampling:
         # The seed and the batch size choose the draw, so a run reproduces its baseline's answers only with both.
         settings = evaluation.prepared.config.generation.label()
-        base = (f"causal-lm sampled generation ({settings}; torch seed {SAMPLING_SEED} per task, batch size "
-                f"{batch_size}), lm-eval 0.4.13 generate_until rules")
+        if str(getattr(backend, "device", "")).startswith("server"):  # the server's sampler: other draws than torch's
+            base = (f"causal-lm sampled generation on a server ({settings}; seed {SAMPLING_SEED} per request), "
+                    "lm-eval 0.4.13 generate_until rules")
+        else:
+            base = (f"causal-lm sampled generation ({settings}; torch seed {SAMPLING_SEED} per task, batch size "
+                    f"{batch_size}), lm-eval 0.4.13 generate_until rules")
     elif generated:
         base = GENERATION_PROTOCOL
     elif getattr(backend, "model_type", "causal") == "masked":

@@ -134,3 +134,81 @@ def test_options_that_need_a_local_model_are_named_errors(pytester, tiny_model, 
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*{message}*"])
     assert "Traceback" not in result.stdout.str()
+
+
+CHAT_TEMPLATE = ("{% for m in messages %}<|bos|>{{ m['role'] }}\n{{ m['content'] }}<|endoftext|>\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|bos|>assistant\n{% endif %}")
+SERVED_SUITE = {
+    "gen_served.yaml": """
+        task: gen_served
+        dataset_path: json
+        dataset_kwargs:
+          data_files: {test: data.jsonl}
+        test_split: test
+        output_type: generate_until
+        doc_to_text: "{{prompt}}"
+        doc_to_target: answer
+        generation_kwargs:
+          until: ["\\n", "০"]
+          max_gen_toks: 5
+        """,
+    "ppl_served.yaml": """
+        task: ppl_served
+        dataset_path: json
+        dataset_kwargs:
+          data_files: {test: data.jsonl}
+        test_split: test
+        output_type: loglikelihood_rolling
+        doc_to_target: "{{prompt}} {{answer}}"
+        metric_list:
+          - metric: word_perplexity
+          - metric: bits_per_byte
+        """,
+}
+
+
+def test_generative_and_rolling_tasks_under_a_chat_template_score_and_gate_on_a_server_as_locally(
+        pytester, tiny_model, tmp_path):
+    """The chat template is applied here, so the served prompts are the local ones; a baseline recorded locally
+    gates the served run (pass), with the same generations and rolling log-likelihoods."""
+    import textwrap
+
+    from transformers import AutoTokenizer
+
+    chat_model = tmp_path / "chat_model"
+    shutil.copytree(tiny_model, chat_model)
+    tokenizer = AutoTokenizer.from_pretrained(chat_model)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(chat_model)
+    suite = pytester.path / "suites" / "served"
+    suite.mkdir(parents=True)
+    rows = [{"prompt": f"{word} {n}", "answer": "x"} for word in ("Question:", "The quick", "He couldn't", "প্রশ্ন:")
+            for n in range(3)]
+    (suite / "data.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                      encoding="utf-8")
+    for name, text in SERVED_SUITE.items():
+        (suite / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+
+    def run(out: Path, *args):
+        result = pytester.runpytest(f"--model={chat_model}", "--apply-chat-template", "--no-cache", "-p",
+                                    "no:cacheprovider", f"--results-json={out}", "--log-samples", *args)
+        result.assert_outcomes(passed=2)
+        assert "Traceback" not in result.stdout.str()
+        return json.loads(out.read_text())["samples"]
+
+    local = run(pytester.path / "local.json", "--snapshot-update")
+    server = start_server(tiny_model, "org/ckpt", max_model_len=258)  # the local window: 256 tokens
+    try:
+        served = run(pytester.path / "served.json", f"--server-url={server.url}")
+        generated = server.stats()["generations"]
+    finally:
+        server.kill()
+    gen, ppl = local["served/gen_served"], local["served/ppl_served"]
+    assert all(s["context"].startswith("<|bos|>user\n") for s in gen)  # the template was applied
+    assert [s["context"] for s in served["served/gen_served"]] == [s["context"] for s in gen]
+    assert [s["generation"] for s in served["served/gen_served"]] == [s["generation"] for s in gen]
+    assert len({s["generation"] for s in gen}) > 1
+    assert generated == len(rows) + len(PROBE_TEXTS)  # every document generated on the server, and the probe
+    assert [s["loglikelihoods"][0] for s in served["served/ppl_served"]] == pytest.approx(
+        [s["loglikelihoods"][0] for s in ppl], abs=1e-4)

@@ -106,14 +106,14 @@ def test_evaluation_scores_exact_match_per_filter(tiny_loaded, tmp_path):
     assert evaluation.scores.overall["exact_match,anything"].value == 1.0
 
 
-def test_masked_and_server_backends_refuse_generation():
+def test_the_masked_backend_refuses_generation():
+    """(The server backend generates and scores rolling windows: tests/unit/test_server_generation.py.)"""
     from pytest_modelbench.scoring.masked import MaskedLMScorer
-    from pytest_modelbench.scoring.server.scorer import ServerScorer
 
     def prepared(output_type):
         return SimpleNamespace(config=SimpleNamespace(source="t.yaml", task="t", output_type=output_type))
 
-    for backend in (MaskedLMScorer, ServerScorer):
+    for backend in (MaskedLMScorer,):
         with pytest.raises(ModelLoadError, match="t.yaml: task 't': generate_until tasks are not supported by the"):
             backend.generate_task(object(), prepared("generate_until"))
         with pytest.raises(ModelLoadError, match="loglikelihood_rolling tasks are not supported by the"):

@@ -13,6 +13,11 @@ Text offsets, where given, must fit the log-probabilities (one per token, never 
 log-probabilities for generated tokens only (llama.cpp's server, for one) is refused: summing what it returns would
 score every choice alike.
 
+Generations (`generate`, for generate_until) go as token ids too, with the stop sequences, the token budget and the
+decoding settings, and must come back with the generated token ids (`logprobs: 0` with vLLM's
+`return_tokens_as_token_ids`): one choice per prompt, a known finish reason, at most the tokens asked for. What the
+ids must mean (the stops honoured, the text their decoding) is checked by the scorer, which holds the tokenizer.
+
 Connection errors, timeouts, 429 and 5xx are transient (`ServerUnavailable`: the pool retries, here or on another
 server); anything else the server says is final (`ServerError` naming the server).
 """
@@ -50,6 +55,19 @@ class ServerRefused(ServerError):
 
 
 @dataclass(frozen=True)
+class Generated:
+    """One generation as a server returned it: the generated token ids, its text and why it ended."""
+
+    ids: tuple[int, ...]
+    text: str
+    finish_reason: str  # "stop" (a stop sequence or end of sequence) or "length" (the token budget)
+    server: str  # the URL of the server that generated it
+
+
+FINISH_REASONS = ("stop", "length")
+
+
+@dataclass(frozen=True)
 class ServedModel:
     """What `/v1/models` reports about the model a server serves."""
 
@@ -81,19 +99,58 @@ class CompletionsServer:
         payload = {"model": model, "prompt": [list(p) for p in prompts], "echo": True, "logprobs": 0,
                    "max_tokens": GENERATED_TOKENS, "temperature": 0, "return_tokens_as_token_ids": True}
         body = self._call("POST", "/completions", payload)
-        choices = body.get("choices") if isinstance(body, dict) else None
-        if not isinstance(choices, list) or len(choices) != len(prompts):
-            count = len(choices) if isinstance(choices, list) else "no"
-            raise ServerError(f"server {self.url}: {count} completions for {len(prompts)} prompts")
-        by_index = {c.get("index", i) if isinstance(c, dict) else i: c for i, c in enumerate(choices)}
-        if sorted(by_index) != list(range(len(prompts))):
-            raise ServerError(f"server {self.url}: completion indices {sorted(by_index)} do not match the prompts")
+        by_index = self._choices(body, len(prompts))
         checked = [self._checked(by_index[i], prompts[i]) for i in range(len(prompts))]
         if not all(ids_echoed for _, ids_echoed in checked):
             self._check_prompt_token_count(body, prompts)
         return [values for values, _ in checked]
 
+    def generate(self, model: str, prompts: Sequence[Sequence[int]], *, max_tokens: int, stop: Sequence[str],
+                 settings: dict[str, Any]) -> list[Generated]:
+        """For each prompt (token ids), the server's generation: at most `max_tokens` tokens, stopping at any of `stop`
+        or at end of sequence, with the decoding `settings` (temperature, top_p, seed, ...: scorer.py)."""
+        payload = {"model": model, "prompt": [list(p) for p in prompts], "max_tokens": max_tokens,
+                   "stop": [s for s in stop if s], "echo": False, "n": 1, "logprobs": 0,
+                   "return_tokens_as_token_ids": True, "skip_special_tokens": True,
+                   "include_stop_str_in_output": False, "ignore_eos": False, **settings}
+        body = self._call("POST", "/completions", payload)
+        choices = self._choices(body, len(prompts))
+        return [self._generated(choices[i], max_tokens) for i in range(len(prompts))]
+
     # --- checks -----------------------------------------------------------------------------------------------------
+
+    def _choices(self, body: Any, count: int) -> dict[int, Any]:
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not isinstance(choices, list) or len(choices) != count:
+            got = len(choices) if isinstance(choices, list) else "no"
+            raise ServerError(f"server {self.url}: {got} completions for {count} prompts")
+        by_index = {c.get("index", i) if isinstance(c, dict) else i: c for i, c in enumerate(choices)}
+        if sorted(by_index) != list(range(count)):
+            raise ServerError(f"server {self.url}: completion indices {sorted(by_index)} do not match the prompts")
+        return by_index
+
+    def _generated(self, choice: Any, max_tokens: int) -> Generated:
+        text = choice.get("text") if isinstance(choice, dict) else None
+        if not isinstance(text, str):
+            raise ServerError(f"server {self.url}: a generation came back without its text")
+        reason = choice.get("finish_reason")
+        if reason not in FINISH_REASONS:
+            raise ServerError(f"server {self.url}: a generation ended with finish_reason {reason!r}, not one of "
+                              f"{', '.join(FINISH_REASONS)}: it did not finish")
+        logprobs = choice.get("logprobs")
+        tokens = logprobs.get("tokens") if isinstance(logprobs, dict) else None
+        ids = [_token_id(t) for t in tokens] if isinstance(tokens, list) else None
+        if ids is None or any(i is None for i in ids):
+            shown = "no tokens" if ids is None else f"token {tokens[ids.index(None)]!r}"
+            raise ServerError(
+                f"server {self.url} returned a generation with {shown} where generated token ids were asked for "
+                "(vLLM's return_tokens_as_token_ids): without them its text cannot be checked against the tokens "
+                "the model generated; serve the model with vLLM"
+            )
+        if len(ids) > max_tokens:
+            raise ServerError(f"server {self.url} generated {len(ids)} tokens where at most {max_tokens} were asked "
+                              "for (max_tokens): it does not honour the task's max_gen_toks")
+        return Generated(tuple(ids), text, reason, self.url)
 
     def _checked(self, choice: Any, prompt: Sequence[int]) -> tuple[list[float], bool]:
         """The prompt's log-probabilities, and whether echoed token ids showed they belong to the tokens sent (if not,

@@ -1,7 +1,10 @@
 """Requests spread over one or more servers with at most `concurrency` in flight.
 
 Work is a queue of batches (several prompts each). Each server gets a share of `concurrency` worker threads that
-take the next batch from the queue, so a slow server simply takes fewer.
+take the next batch from the queue, so a slow server simply takes fewer. What a batch asks for is the caller's
+`request(server, served name, prompts)`: prompt log-probabilities by default (multiple choice, loglikelihood_rolling
+windows), or generations (generate_until, scorer.py); retries, re-sends and the end-of-call errors are the same for
+every kind.
 - A transient failure (connection error, timeout, 429, 5xx) puts the batch back on the queue for any server and makes
   the worker wait (exponential backoff). A worker whose requests fail `retries + 1` times in a row stops, so a dead
   server's workers all stop and the live servers take the work. When no worker is left (or one batch failed
@@ -21,13 +24,19 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from pytest_modelbench.errors import ServerError
 from pytest_modelbench.scoring.server.client import CompletionsServer, ServerUnavailable, backoff_s
 
 STRAGGLER_FACTOR = 4.0
 STRAGGLER_MIN_S = 5.0
+# request(server, served model name, prompts) -> one value per prompt; raises ServerUnavailable (retry) or ServerError
+Request = Callable[[CompletionsServer, str, Sequence[Sequence[int]]], list[Any]]
+
+
+def prompt_logprobs(server: CompletionsServer, model: str, prompts: Sequence[Sequence[int]]) -> list[list[float]]:
+    return server.prompt_logprobs(model, prompts)
 
 
 @dataclass
@@ -51,9 +60,10 @@ class ServerPool:
     def describe(self) -> str:
         return ", ".join(str(s) for s in self.servers)
 
-    def run(self, batches: Sequence[Sequence[Sequence[int]]],
-            on_done: Callable[[int, list[list[float]]], None]) -> None:
-        """Prompt log-probabilities of every batch; `on_done(batch index, values)` once per batch, as each completes."""
+    def run(self, batches: Sequence[Sequence[Sequence[int]]], on_done: Callable[[int, list[Any]], None],
+            request: Request = prompt_logprobs) -> None:
+        """`request` (default: prompt log-probabilities) for every batch; `on_done(batch index, values)` once per batch,
+        as each completes."""
         if not batches:
             return
         work: queue.Queue[_Batch] = queue.Queue()
@@ -64,7 +74,7 @@ class ServerPool:
         assignment = [k % len(self.servers) for k in range(self.concurrency)]
         state = _PoolState([assignment.count(i) for i in range(len(self.servers))])
         for k, s in enumerate(assignment):
-            threading.Thread(target=self._worker, args=(s, work, results, stop, state), daemon=True,
+            threading.Thread(target=self._worker, args=(s, work, results, stop, state, request), daemon=True,
                              name=f"modelbench-server-{self.servers[s]}-{k}").start()
         remaining = len(batches)
         try:
@@ -83,7 +93,7 @@ class ServerPool:
             stop.set()
 
     def _worker(self, server_index: int, work: queue.Queue, results: queue.Queue, stop: threading.Event,
-                state: "_PoolState") -> None:
+                state: "_PoolState", request: Request) -> None:
         server = self.servers[server_index]
         failures = 0  # this worker's transient failures in a row
         try:
@@ -98,7 +108,7 @@ class ServerPool:
                     continue  # answered already (a straggler's other copy)
                 began = time.monotonic()
                 try:
-                    values = server.prompt_logprobs(self.models[server_index], batch.prompts)
+                    values = request(server, self.models[server_index], batch.prompts)
                 except ServerUnavailable as exc:
                     failures += 1
                     batch.failures += 1

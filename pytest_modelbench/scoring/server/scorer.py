@@ -1,25 +1,54 @@
 """The server backend: requests tokenized here exactly as the local causal path does (the tokenizer of `--model`,
 lm-eval's seam rules), sent as token ids, and scored from the prompt log-probabilities the server echoes.
 
+Per output type:
+- multiple_choice (and loose requests): each (context, continuation) as one prompt; the continuation's echoed
+  log-probabilities summed.
+- loglikelihood_rolling: lm-eval's rolling windows (scoring/rolling.py) cut here, each window one prompt; a document's
+  value is the sum over its windows. Windows are cached by their token ids, as the local path caches them.
+- generate_until: each context (left-truncated as the local path truncates it) sent as token ids with lm-eval's stops
+  (the task's `until` plus the end-of-sequence text), `max_gen_toks` as `max_tokens` and the task's decoding settings
+  (greedy: temperature 0; sampled: its temperature, top_p, top_k, min_p and lm-eval's seed per request). The answer
+  is the generated token ids decoded here (special tokens skipped) and cut before the first stop, which is the local
+  path's answer for the same tokens; the server's own text must agree with it, the stops and the budget must have
+  been honoured (check_generation), and a setting a server cannot be asked for is refused (server_decoding).
+  Answers are cached under the servers' probed identity and a probe of their greedy generations, so a checkpoint or
+  a generation config that generates differently is generated again.
+- loglikelihood (is_greedy): not supported on a server yet (a named error).
+
 Truncation: a server scores a prompt of at most `max_model_len - 1` tokens (one position is kept for the token it
 generates), so a request longer than that keeps its last `max_model_len - 1` tokens; that is the local path with
-`max_length = max_model_len - 2`. Requests that fit (every request of the shipped suites) are scored on the same
+`max_length = max_model_len - 2`, and the same `max_length` cuts rolling windows and generation contexts
+(`max_length - max_gen_toks` tokens). Requests that fit (every request of the shipped suites) are scored on the same
 tokens as lm-eval scores them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import warnings
 from typing import Any, Callable, Sequence
 
-from pytest_modelbench.errors import RequestError, ServerError
+from pytest_modelbench.errors import RequestError, ServerError, TaskConfigError
 from pytest_modelbench.scoring.backend import BackendInfo, RequestBackend, output_type_unsupported
 from pytest_modelbench.scoring.causal import DEFAULT_MAX_LENGTH, CausalTokenizer
 from pytest_modelbench.scoring.server import identity
-from pytest_modelbench.scoring.server.client import CompletionsServer, ServedModel, ServerRefused, call_with_retries
+from pytest_modelbench.scoring.server.client import (
+    CompletionsServer, Generated, ServedModel, ServerRefused, call_with_retries,
+)
 from pytest_modelbench.scoring.server.pool import ServerPool
 
 DEFAULT_PROMPTS_PER_REQUEST = 16  # --batch-size auto
+GENERATION_PROTOCOL = "server-generation/1"  # bump when a change here changes the answers
+GENERATION_PROBE_TOKENS = 8  # greedy tokens generated after each probe text (the generation identity)
+# The task's decoding settings (tasks/generation_settings.py, transformers' names) as /v1/completions parameters.
+SERVER_DECODING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
+                   "repetition_penalty": "repetition_penalty", "min_new_tokens": "min_tokens"}
+# transformers' generate samples with these unless the task sets them; a server's own defaults may differ, so they
+# are sent.
+SAMPLING_DEFAULTS = {"top_k": 50, "top_p": 1.0}
+NO_OP_DECODING = {"num_beams": 1, "repetition_penalty": 1.0, "length_penalty": 1.0, "no_repeat_ngram_size": 0}
 
 
 class ServerScorer(RequestBackend):
@@ -36,15 +65,124 @@ class ServerScorer(RequestBackend):
         self.prompts_per_request = DEFAULT_PROMPTS_PER_REQUEST if batch_size == "auto" else int(batch_size)
         self.cache = cache if namespace is not None else None
         self.progress = progress
+        self._generation_identity: str | None = None
+        # the last generate_task's generated token ids, by document index (those generated, not cached): diagnostics
+        self.last_token_ids: dict[int, tuple[int, ...]] = {}
 
     def describe(self) -> BackendInfo:
         return self.info
 
+    @property
+    def max_length(self) -> int:
+        """The local path's `max_length` that this server's window matches (module docstring)."""
+        return self.prompt_limit - 1
+
     def generate_task(self, prepared) -> list[str]:
-        raise output_type_unsupported(prepared, "scoring server (--server-url)")
+        """Answers of a generate_until task, one per document (module docstring); cached answers are not generated
+        again."""
+        from pytest_modelbench.scoring.cached_generation import generate_with_cache, generation_keys
+        from pytest_modelbench.scoring.generation import context_limit, stop_sequences
+        from pytest_modelbench.scoring.progress import ScoringProgress
+
+        config, settings = prepared.config, prepared.config.generation
+        where = f"{config.source}: task '{config.task}'"
+        decoding = server_decoding(settings, where)
+        stops = stop_sequences(self.encoder.tokenizer, settings)
+        limit = context_limit(self.max_length, settings)
+        contexts = [self.encoder.encode(doc.context)[-limit:] for doc in prepared.documents]
+        singles = [[i] for i in range(len(contexts))]  # a server answers each prompt on its own: no padding
+        self.generation_identity()  # servers of one run must generate alike, cached answers or not
+        namespace = self._generation_namespace(stops, settings.max_gen_toks, decoding)
+        keys = None if namespace is None else generation_keys(namespace, contexts, singles, sampling=False)
+        progress = ScoringProgress(self.progress, config.task, [1] * len(contexts))
+        documents = [doc.doc_id for doc in prepared.documents]
+        self.last_token_ids = {}
+
+        def generate(todo: list[list[int]], on_done: Callable[[list[int], list[str]], None]) -> None:
+            rows = [i for batch in todo for i in batch]
+            step = self.prompts_per_request
+            batches = [rows[start:start + step] for start in range(0, len(rows), step)]
+
+            def request(server: CompletionsServer, model: str, prompts) -> list[Generated]:
+                return server.generate(model, prompts, max_tokens=settings.max_gen_toks, stop=stops,
+                                       settings=decoding)
+
+            def batch_done(k: int, generated: list[Generated]) -> None:
+                # checked here, on the calling thread, where the batch's documents are known
+                self.last_token_ids.update((i, g.ids) for i, g in zip(batches[k], generated))
+                on_done(batches[k], [check_generation(self.encoder.tokenizer, g, stops, settings.max_gen_toks,
+                                                      f"{where}, document {documents[i]}")
+                                     for g, i in zip(generated, batches[k])])
+
+            self.pool.run([[contexts[i] for i in batch] for batch in batches], batch_done, request=request)
+
+        return generate_with_cache(singles, keys, self.cache, progress, generate, whole=False)
 
     def rolling_loglikelihood_task(self, prepared) -> list[float]:
-        raise output_type_unsupported(prepared, "scoring server (--server-url)")
+        """Each document's text log-likelihood over lm-eval's rolling windows, each window one prompt; the score
+        cache keys each window by its token ids, as the local path does."""
+        from pytest_modelbench.scoring.cached import score_with_cache
+        from pytest_modelbench.scoring.progress import ScoringProgress
+        from pytest_modelbench.scoring.rolling import rolling_windows
+        from pytest_modelbench.scoring.score_cache import token_request_key
+
+        per_document = [rolling_windows(self.encoder.encode(doc.gold), self.encoder.prefix_token_id, self.max_length)
+                        for doc in prepared.documents]
+        windows = [window for document_windows in per_document for window in document_windows]
+        keys = None if self.namespace is None else [
+            token_request_key(self.namespace, w.context, w.continuation) for w in windows]
+        progress = ScoringProgress(self.progress, prepared.config.task, [len(ws) for ws in per_document])
+
+        def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
+            prompts = [list(windows[i].context + windows[i].continuation) for i in todo]
+            step = self.prompts_per_request
+            batches = [list(range(start, min(start + step, len(todo)))) for start in range(0, len(todo), step)]
+
+            def batch_done(b: int, logprobs: list[list[float]]) -> None:
+                values = [sum(lp[len(lp) - len(windows[todo[j]].continuation):]) for j, lp in zip(batches[b], logprobs)]
+                on_done(batches[b], values)
+
+            self.pool.run([[prompts[j] for j in batch] for batch in batches], batch_done)
+
+        values = score_with_cache(len(windows), keys, self.cache, progress, compute)
+        totals, start = [], 0
+        for document_windows in per_document:
+            totals.append(sum(values[start:start + len(document_windows)]))
+            start += len(document_windows)
+        return totals
+
+    def _generation_namespace(self, stops: Sequence[str], max_gen_toks: int, decoding: dict[str, Any]) -> str | None:
+        """The generation cache key's servers-and-settings part; None without a cache."""
+        if self.namespace is None:
+            return None
+        return json.dumps({"protocol": GENERATION_PROTOCOL, "scoring": self.namespace,
+                           "generation_probe": self.generation_identity(), "stops": list(stops),
+                           "max_gen_toks": max_gen_toks, "decoding": decoding, "max_length": self.max_length},
+                          sort_keys=True, default=str)
+
+    def generation_identity(self) -> str:
+        """A digest of every server's greedy generation after the probe texts; servers of one run must agree. The
+        log-probability probe identifies the weights; this also tells a server whose generation config (its
+        defaults for what a request does not set) makes it generate otherwise."""
+        if self._generation_identity is None:
+            prompts = identity.probe_prompts(self.encoder.encode)
+            # one request, or one per prompt for a server that takes one prompt per request (connect)
+            groups = [prompts] if self.prompts_per_request > 1 else [[p] for p in prompts]
+            answers = []
+            for server, model in zip(self.pool.servers, self.pool.models):
+                answers.append([list(g.ids) for group in groups for g in call_with_retries(
+                    lambda s=server, m=model, group=group: s.generate(
+                        m, group, max_tokens=GENERATION_PROBE_TOKENS, stop=[], settings={"temperature": 0.0}),
+                    self.pool.retries)])
+            for server, answer in zip(self.pool.servers[1:], answers[1:]):
+                if answer != answers[0]:
+                    raise ServerError(
+                        f"servers {self.pool.servers[0]} and {server} generate differently after the identity probe "
+                        "(greedy, same prompts): they serve different weights or generation settings; give servers "
+                        "of one checkpoint and one configuration"
+                    )
+            self._generation_identity = "gen:" + hashlib.sha256(json.dumps(answers[0]).encode()).hexdigest()[:16]
+        return self._generation_identity
 
     def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]:
         raise output_type_unsupported(prepared, "scoring server (--server-url)")
@@ -84,6 +222,69 @@ class ServerScorer(RequestBackend):
                 f"{self.prompt_limit} tokens"
             )
         return list((context + continuation)[-self.prompt_limit:])
+
+
+def server_decoding(settings, where: str) -> dict[str, Any]:
+    """The task's decoding settings as /v1/completions parameters; a setting that has none is refused (a server
+    would ignore it or do something else, and the answers would silently be other than the task asks for)."""
+    from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
+
+    decoding = dict(settings.decoding)
+    sampling = decoding.pop("do_sample", False) is True
+    params: dict[str, Any] = {}
+    for key, value in sorted(decoding.items()):
+        if key in SERVER_DECODING:
+            params[SERVER_DECODING[key]] = value
+        elif key in NO_OP_DECODING and value == NO_OP_DECODING[key]:
+            continue
+        else:
+            raise TaskConfigError(
+                f"{where}: generation_kwargs.{key} = {value!r} cannot be sent to a scoring server (--server-url): "
+                f"/v1/completions has no such setting ({', '.join(sorted(SERVER_DECODING))} and do_sample are "
+                "sent); run the task on a local model, or drop the setting"
+            )
+    if not sampling:
+        params["temperature"] = 0.0  # greedy: the argmax at every step, as transformers' greedy search
+        return params
+    return {**SAMPLING_DEFAULTS, **params, "seed": SAMPLING_SEED}
+
+
+def check_generation(tokenizer, generated: Generated, stops: Sequence[str], max_tokens: int, where: str) -> str:
+    """The answer to one prompt, from the generated token ids decoded here exactly as the local path decodes them
+    (special tokens skipped, cut before the first stop); refused unless the server stopped where the local path
+    would have (not past a stop or the end-of-sequence token, not before the budget without a reason) and its text
+    is the decoding of its ids."""
+    from pytest_modelbench.scoring.generation import cut_at_stops
+
+    ids = list(generated.ids)
+    server = f"server {generated.server}"
+    stops = [stop for stop in stops if stop]
+    eos = tokenizer.eos_token_id
+    if eos is not None and eos in ids[:-1]:
+        raise ServerError(f"{server}, {where}: generated past the end-of-sequence token (position "
+                          f"{ids.index(eos)} of {len(ids)}): it does not stop at end of sequence")
+    before_last = tokenizer.decode(ids[:-1], skip_special_tokens=True)
+    passed = next((stop for stop in stops if stop in before_last), None)
+    if passed is not None:
+        raise ServerError(f"{server}, {where}: generated past the stop sequence {passed!r} (it is in the text before "
+                          f"the last of {len(ids)} tokens): it did not take the task's stops (`until`)")
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    stopped = bool(ids) and (ids[-1] in tokenizer.all_special_ids or any(stop in text for stop in stops))
+    if len(ids) < max_tokens and not stopped:
+        raise ServerError(f"{server}, {where}: the generation ends after {len(ids)} of {max_tokens} tokens with no "
+                          f"stop sequence or end-of-sequence token (finish_reason {generated.finish_reason!r}): "
+                          "truncated")
+    answer = cut_at_stops(text, stops)
+    served = cut_at_stops(generated.text, stops)
+    if served != answer and served != answer.rstrip("\ufffd"):  # a server may hold back an incomplete character
+        raise ServerError(f"{server}, {where}: returned the text {_shown(generated.text)} for token ids that decode "
+                          f"to {_shown(text)}: its text is not its tokens")
+    return answer
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 4] + "...'"
 
 
 def connect(urls: Sequence[str], *, tokenizer, name: str, served_model: str | None = None, concurrency: int = 8,
