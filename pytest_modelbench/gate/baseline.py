@@ -2,7 +2,8 @@
 
 One file per task and baseline name (``baselines/<name>/<suite>/<task>.json``). It holds, per metric, the
 value, stderr and n overall and per category; the per-document outcomes the paired tests need (document hash →
-doc id, category, one value per metric; for bleu/chrf/ter a list, the sentence statistics of the corpus score); the
+doc id, category, one value per metric; for bleu/chrf/ter a list, the sentence statistics of the corpus score; for a
+process_results list value (IFEval's per-instruction outcomes, metric flagged "lists") a list of its own length); the
 tolerance in force when it was recorded; and provenance (model and weights fingerprint, task config hash, dataset
 fingerprint, limit, few-shot count, scoring protocol, dtype, batch size, package versions, date). A ``checksum`` over the canonical content makes any hand edit or partial
 write detectable.
@@ -73,6 +74,9 @@ class MetricInfo:
     # aggregate over the documents, and the gate re-applies it to resampled documents.
     aggregate: bool = False
     per_document: bool = True  # False: no per-document values of its own (icat, derived from lms and ss)
+    # Per document a list of numbers of its own length (a process_results value for an `aggregation: !function`,
+    # IFEval's inst_level_*): stored as a list cell, held as an object array of float arrays.
+    lists: bool = False
 
     def as_direction(self) -> Direction:
         return Direction(self.direction, self.ideal)
@@ -201,12 +205,16 @@ def record_from_evaluation(
         MetricInfo(
             m.name, m.direction.kind, m.direction.ideal, bool(m.binary),
             aggregate=getattr(m, "aggregate", None) is not None, per_document=m.per_document is not None,
+            lists=m.per_document is not None and np.asarray(scores.per_document[m.name]).dtype == object,
         )
         for m in scores.metrics
     )
     values = {}
     for metric in metrics:
         if not metric.per_document:
+            continue
+        if metric.lists:
+            values[metric.name] = scores.per_document[metric.name]
             continue
         array = np.asarray(scores.per_document[metric.name], dtype=float)
         values[metric.name] = np.rint(array) if metric.binary else array
@@ -235,7 +243,7 @@ def record_from_evaluation(
 
 
 def _number(value: float | np.ndarray, binary: bool) -> int | float | list[float] | None:
-    if np.ndim(value):  # a corpus score's per-document statistics (metrics/translation.py)
+    if np.ndim(value):  # a corpus score's per-document statistics (metrics/translation.py), or a list value
         return [float(item) for item in value]
     if math.isnan(value):  # a group metric on a document of a task that does not score it
         return None
@@ -248,6 +256,8 @@ def _metric_json(metric: MetricInfo) -> dict[str, Any]:
         block["aggregate"] = True
     if not metric.per_document:
         block["per_document"] = False
+    if metric.lists:
+        block["lists"] = True
     return block
 
 
@@ -408,6 +418,10 @@ def _cell(value: Any, metric: MetricInfo, key: str) -> float | list[float]:
     """A document's value of a metric: a number, or for an aggregate metric a list of numbers (the per-document
     statistics of a corpus score, metrics/translation.py)."""
     label = f"documents.rows.{key}.{metric.name}"
+    if metric.lists:  # any length, empty included; every item a finite number
+        _require(isinstance(value, list) and None not in value, f"document {key}: '{metric.name}' must be a list of "
+                 "numbers")
+        return [_optional_number(item, label) for item in value]
     if isinstance(value, list) and metric.aggregate:
         _require(bool(value) and None not in value, f"document {key}: '{metric.name}' must be a list of numbers")
         return [_optional_number(item, label) for item in value]
@@ -419,7 +433,12 @@ def _cell(value: Any, metric: MetricInfo, key: str) -> float | list[float]:
     return number
 
 
-def _column(cells: list[Any], name: str) -> np.ndarray:
+def _column(cells: list[Any], name: str, lists: bool = False) -> np.ndarray:
+    if lists:  # one float array per document, each of its own length
+        column = np.empty(len(cells), dtype=object)
+        for i, cell in enumerate(cells):
+            column[i] = np.array(cell, dtype=float)
+        return column
     shapes = {len(cell) if isinstance(cell, list) else None for cell in cells}
     _require(len(shapes) <= 1, f"key 'documents.rows': the documents' values of '{name}' differ in shape")
     return np.array(cells, dtype=float) if cells else np.empty(0)
@@ -523,9 +542,13 @@ def _parse_document(document: Any) -> BaselineRecord:
         _require((ideal is not None) == (direction == "ideal"), f"key '{label}.ideal' must be set exactly for an ideal direction")
         aggregate = spec.get("aggregate", False)
         per_document = spec.get("per_document", True)
-        _require(isinstance(aggregate, bool) and isinstance(per_document, bool), f"key '{label}' has a bad flag")
+        lists = spec.get("lists", False)
+        _require(all(isinstance(flag, bool) for flag in (aggregate, per_document, lists)),
+                 f"key '{label}' has a bad flag")
         _require(per_document or aggregate, f"key '{label}': a metric without per-document values needs an aggregate")
-        metrics.append(MetricInfo(metric_name, direction, ideal, _get(spec, "binary", bool, label), aggregate, per_document))
+        _require(not lists or (aggregate and per_document), f"key '{label}': a metric with lists needs an aggregate")
+        binary = _get(spec, "binary", bool, label)
+        metrics.append(MetricInfo(metric_name, direction, ideal, binary, aggregate, per_document, lists))
     metric_names = [m.name for m in metrics]
     row_metrics = [m for m in metrics if m.per_document]
 
@@ -562,7 +585,7 @@ def _parse_document(document: Any) -> BaselineRecord:
             doc_categories.append(None)
         for metric, value in zip(row_metrics, row[first_metric:]):
             cells[metric.name].append(_cell(value, metric, key))
-    values = {name: _column(column, name) for name, column in cells.items()}
+    values = {m.name: _column(cells[m.name], m.name, m.lists) for m in row_metrics}
     raw_members = document.get("category_members", {})
     _require(isinstance(raw_members, dict) and all(
         isinstance(v, list) and v and all(isinstance(c, str) and c in doc_categories for c in v)
@@ -572,7 +595,7 @@ def _parse_document(document: Any) -> BaselineRecord:
         metric = info.name
         summary = overall[metric]
         scored = len(rows)
-        if info.per_document and values[metric].ndim == 1:
+        if info.per_document and values[metric].ndim == 1 and not info.lists:
             scored = int(np.count_nonzero(~np.isnan(values[metric])))
         counted = f"there are {scored} documents" if scored == len(rows) else f"{scored} of {len(rows)} documents have a value"
         _require(summary.n == scored, f"key 'scores.overall.{metric}.n' is {summary.n} but {counted}")

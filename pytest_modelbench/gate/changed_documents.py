@@ -3,9 +3,10 @@
 For a person reviewing a gate verdict (the HTML report): which prompts changed outcome. Documents are paired by
 their hash, as the gate pairs them. A document ranks by how many of its 0/1 outcomes flipped (for a bias pair: its
 preference), then by the summed absolute change of its continuous values (for bleu, chrf and ter: of the sentence
-statistics they store per document, reported as lists); documents that did not move are left out. A value "moved"
-when it reads differently at the precision the report prints (`format_value`, 4 significant digits): a change below
-it (3.5610 → 3.5612, or float noise between batch sizes) would show as "3.561 → 3.561" and is not listed.
+statistics they store per document, reported as lists; likewise a process_results list value); documents that did not
+move are left out. A value "moved" when it reads differently at the precision the report prints (`format_value`, 4
+significant digits): a change below it (3.5610 → 3.5612, or float noise between batch sizes) would show as
+"3.561 → 3.561" and is not listed.
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ def most_changed(
             changes[metric.name] = {"baseline": before.tolist(), "candidate": after.tolist(), "flipped": metric.binary}
             if metric.binary:
                 flips += 1
-            else:
+            elif np.shape(after) == np.shape(before):
                 shift += float(np.sum(np.abs(after - before)))
+            else:  # a list value (IFEval's per-instruction outcomes) of another length: changed whole
+                shift += float(np.sum(np.abs(after)) + np.sum(np.abs(before)))
         if changes:
             ranked.setdefault(candidate.doc_categories[i], []).append(((flips, shift), _described(document, changes)))
     found = []

@@ -15,7 +15,8 @@ Tests. Each entry gets the oriented delta and its standard error:
                                 counts for McNemar.
   continuous metric           → paired bootstrap of the mean difference (fixed seed per entry) for the SE.
   aggregate metric            → paired bootstrap that re-applies the metric's own aggregate (StereoSet's lms, ss
-                                and icat: mean per target term, then over terms) to the resampled documents of
+                                and icat: mean per target term, then over terms; a process_results `!function`
+                                over each document's list, IFEval's inst_level_*) to the resampled documents of
                                 both runs, with the candidate's documents (identical on both sides by the
                                 comparability check). Fewer resamples (200 rather than 2000): each resample
                                 calls the aggregate, which is Python and linear in the documents.
@@ -269,13 +270,14 @@ def compare(
         groups += [(c, categories == c) for c in sorted(set(categories.tolist()))]
     groups += [(c, np.isin(categories, members)) for c, members in sorted(candidate.category_members.items())]
 
-    base_values = {name: np.asarray(v, dtype=float)[order] for name, v in baseline.values.items()}
-    cand_values = {name: np.asarray(v, dtype=float) for name, v in candidate.values.items()}
+    base_values = {name: _as_column(v)[order] for name, v in baseline.values.items()}
+    cand_values = {name: _as_column(v) for name, v in candidate.values.items()}
     tested: list[tuple[Any, str | None, int, float, float, _Test]] = []  # metric, category, n, values, test
     for metric in candidate.metrics:
         seed = functools.partial(_seed, candidate.task, metric.name)
         # A group metric has no value on the documents of its tasks that do not score it (NaN on both sides).
-        scored = ~np.isnan(cand_values[metric.name]) if metric.name in cand_values and cand_values[metric.name].ndim == 1 \
+        column = cand_values.get(metric.name)
+        scored = ~np.isnan(column) if column is not None and column.ndim == 1 and column.dtype != object \
             else np.ones(len(order), dtype=bool)
         if metric.aggregate:
             aggregate = (aggregates or {}).get(metric.name) or _registered_aggregate(metric.name)
@@ -328,6 +330,12 @@ def compare(
             )
         )
     return TaskComparison(candidate.task, tuple(entries), len(order), tolerance)
+
+
+def _as_column(values: np.ndarray) -> np.ndarray:
+    """A metric's per-document values as floats; a column of lists (each document's own float array, a
+    process_results list value) stays an object array, which indexes by document like the others."""
+    return values if isinstance(values, np.ndarray) and values.dtype == object else np.asarray(values, dtype=float)
 
 
 def holm_weights(categories: Sequence[str | None]) -> list[float]:

@@ -45,8 +45,9 @@ def score_task(
     config = prepared.config
     try:
         per_document = {
-            metric.name: np.array(
-                [metric.per_document(doc, lls) for doc, lls in zip(prepared.documents, loglikelihoods)], dtype=float
+            metric.name: document_column(
+                metric.name, [metric.per_document(doc, lls) for doc, lls in zip(prepared.documents, loglikelihoods)],
+                prepared.documents,
             )
             for metric in metrics
             if metric.per_document is not None
@@ -66,6 +67,27 @@ def score_task(
     except (DocumentError, MetricError) as exc:
         raise type(exc)(f"{config.source}: task '{config.task}', {exc}") from None
     return TaskScores(config.task, tuple(metrics), per_document, overall, by_category)
+
+
+class DocumentItems(tuple):
+    """One document's value that is a list of numbers, of any length: a process_results value for an `aggregation:
+    !function` (IFEval's per-instruction outcomes). Its column holds one float array per document."""
+
+
+def document_column(name: str, values: Sequence, documents: Sequence) -> np.ndarray:
+    """A metric's per-document values as one array: floats (one per document, or a fixed-length row of statistics
+    for bleu/chrf/ter), or for DocumentItems an object array holding each document's own float array."""
+    lists = [isinstance(value, DocumentItems) for value in values]
+    if not any(lists):
+        return np.array(values, dtype=float)
+    if not all(lists):
+        listed, number = documents[lists.index(True)], documents[lists.index(False)]
+        raise DocumentError(f"document {number.doc_id}: metric '{name}' is a number there but a list on document "
+                            f"{listed.doc_id}; process_results must return the same kind of value on every document")
+    column = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):  # one by one: equal lengths would otherwise make a 2-D array
+        column[i] = np.array(value, dtype=float)
+    return column
 
 
 def _category_order(declared: Sequence[str] | None, found: np.ndarray) -> list[str]:

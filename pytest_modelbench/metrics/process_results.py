@@ -10,19 +10,27 @@ evaluator.py with one filtered response per request):
 - loglikelihood: [(log-likelihood, is_greedy)]; loglikelihood_rolling: [log-likelihood];
 - generate_until: [answer], once per filter pipeline, each metric keyed `metric,pipeline` as lm-eval keys it.
 
-Each value must be a number. The gate pairs documents as for every other task: a mean by the paired bootstrap (a
-process_results value need not be 0/1: TruthfulQA mc2's is a probability mass), any other aggregation by the
-bootstrap that re-applies it to resampled documents.
+Each value must be a number, or, for a metric whose aggregation is a `!function`, a list of numbers (bools count) of
+any length: lm-eval collects each metric's per-document values as they are and calls the aggregation with that list
+once (evaluator_utils._compute_task_aggregations), so IFEval's `inst_level_*` lists (one outcome per instruction) reach
+its agg_inst_level_acc, which flattens them; its stderr is "N/A" (no stderr for a `!function`), as here. A list where
+the aggregation is lm-eval's mean, median or perplexity is refused: lm-eval's mean and perplexity fail on it
+(int + list) and its median returns one document's list. The gate pairs documents as for every other task: a mean by
+the paired bootstrap (a process_results value need not be 0/1: TruthfulQA mc2's is a probability mass), any other
+aggregation by the bootstrap that re-applies it to resampled documents (lists included: each document's list is
+stored in the baseline as it is).
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 
 from pytest_modelbench.errors import DocumentError, TaskCodeError, TaskConfigError
+from pytest_modelbench.metrics.aggregate import DocumentItems
 from pytest_modelbench.metrics.registry import HIGHER, LOWER, METRICS, ONE_POINT, Direction, Margin, Metric
 from pytest_modelbench.metrics.task_aggregation import TaskAggregation
 from pytest_modelbench.tasks.config import TaskConfig
@@ -98,11 +106,13 @@ def lmeval_results(output_type: str, response: Any, pipeline: str | None) -> lis
     return [response[pipeline]]
 
 
-def document_values(config: TaskConfig, doc: DocumentRequests, response: Any) -> dict[str, float]:
+def document_values(config: TaskConfig, doc: DocumentRequests, response: Any) -> dict[str, float | DocumentItems]:
     """process_results for one document (once per pipeline for generate_until), checked: a dict holding a number
-    for every metric of metric_list and nothing else."""
+    for every metric of metric_list and nothing else (a list of numbers where the metric's aggregation is a
+    `!function`)."""
     where = f"{config.source}: task '{config.task}', document {doc.doc_id}"
     names = [spec.name for spec in config.metric_list]
+    aggregations = {spec.name: spec.aggregation for spec in config.metric_list}
     pipelines = [p.name for p in config.filters] if config.output_type == "generate_until" else [None]
     values = {}
     for pipeline in pipelines:
@@ -123,11 +133,33 @@ def document_values(config: TaskConfig, doc: DocumentRequests, response: Any) ->
             raise DocumentError(f"{where}: {function} returned no value for metric {missing[0]!r} of metric_list")
         for name in names:
             value = result[name]
-            if not _is_number(value):
+            key = name if pipeline is None else f"{name},{pipeline}"
+            if isinstance(value, (list, tuple)):
+                values[key] = _items(value, name, aggregations[name], f"{where}: {function}")
+            elif not _is_number(value):
                 raise DocumentError(f"{where}: {function} returned {value!r} ({type(value).__name__}) for metric "
-                                    f"{name!r}; only numbers are supported")
-            values[name if pipeline is None else f"{name},{pipeline}"] = float(value)
+                                    f"{name!r}; only numbers are supported (or, for an `aggregation: !function`, "
+                                    "lists of numbers)")
+            else:
+                values[key] = float(value)
     return values
+
+
+def _items(value: list | tuple, name: str, aggregation: Any, where: str) -> DocumentItems:
+    """A list value of one document (IFEval's per-instruction outcomes): only for a `!function` aggregation, which
+    lm-eval calls with the documents' lists; its items finite numbers (bools count)."""
+    shown = f"{value!r:.80}"
+    if not callable(aggregation):
+        raise DocumentError(
+            f"{where} returned a list ({shown}) for metric {name!r}, whose aggregation is {aggregation!r}: lm-eval's "
+            f"{aggregation} does not take lists (mean and perplexity fail on them, median returns one document's "
+            "list); give the metric an `aggregation: !function` that takes each document's list (IFEval's "
+            "agg_inst_level_acc), or return a number")
+    for item in value:
+        if not _is_number(item) or not math.isfinite(item):
+            raise DocumentError(f"{where} returned {item!r} ({type(item).__name__}) in the list for metric {name!r}; "
+                                "a list value holds finite numbers (or bools)")
+    return DocumentItems(float(item) for item in value)
 
 
 def _is_number(value: Any) -> bool:

@@ -3,6 +3,8 @@
 
 The items are the per-document values, except for multiple_choice's f1 and mcc, whose items in lm-eval are
 (gold, predicted choice) pairs: the stored per-document value is the predicted choice, the gold is the document's.
+A process_results value that is a list (IFEval's per-instruction outcomes) is passed as each document's list of
+floats, of its own length, in document order (lm-eval passes the lists as process_results returned them: bools there).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class TaskAggregation:
     def __call__(self, values: Mapping[str, np.ndarray], documents: Sequence) -> float:
         items = values[self.key]
         if self.how == "median":
-            return float(np.median(items))
+            return float(sorted(items)[len(items) // 2])  # lm-eval's median: the upper middle, never an average
         if self.how == "perplexity":
             mean = float(np.mean(items))
             if -mean > math.log(np.finfo(float).max):
@@ -37,6 +39,9 @@ class TaskAggregation:
         if self.gold_and_prediction:
             arguments = [(list(doc.gold) if isinstance(doc.gold, tuple) else doc.gold, int(pred))
                          for doc, pred in zip(documents, items)]
+        elif items.dtype == object or items.ndim == 2:  # each document's list (process_results), passed as lists;
+            # 2-D: lists that happen to be of one length, made dense (a group's column, metrics/group_scores.py)
+            arguments = [[float(v) for v in row] for row in items]
         else:
             arguments = [float(v) for v in items]
         try:

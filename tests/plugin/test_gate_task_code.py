@@ -52,5 +52,9 @@ def test_a_worse_model_regresses_on_process_results_values(pytester, tiny_model,
     result.assert_outcomes(failed=1)
     entries = gate_entries(junit)[TASK]
     assert entries[("right", None)] == entries[("right", "disagree")] == "regressed"
-    assert entries[("gap", None)] == entries[("gap", "disagree")] == "regressed"
+    assert entries[("gap", "disagree")] == "regressed"
+    # lm-eval's median of the 40 gaps is the 21st smallest: with the 20 disagreeing documents' gaps turned negative it
+    # is the smallest positive one, so the overall median hardly moves and its bootstrap cannot tell (numpy's median,
+    # the mean of the 20th and 21st, would fall to about 0 and regress).
+    assert entries[("gap", None)] == "inconclusive"
     assert entries[("right", "agree")] == "pass"

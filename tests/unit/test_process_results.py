@@ -126,7 +126,12 @@ def test_the_truthfulqa_mc2_fixture_is_scored_as_its_utils_define(tmp_path):
     np.testing.assert_allclose(evaluation.scores.per_document["acc"], expected, rtol=1e-12)
 
 
-@pytest.mark.parametrize("aggregation, expected", [("median", np.median), ("!function utils.largest", max)])
+def lm_eval_median(values):
+    """lm-eval 0.4.13's api/metrics.py median: sorted(arr)[len(arr) // 2] (with 8 documents, not numpy's average)."""
+    return sorted(values)[len(values) // 2]
+
+
+@pytest.mark.parametrize("aggregation, expected", [("median", lm_eval_median), ("!function utils.largest", max)])
 def test_other_aggregations(tmp_path, aggregation, expected):
     prepared = prepare_task(write_task(tmp_path, aggregation=aggregation), data_dir=tmp_path)
     rows = [[-1.0 - i, -2.0, -0.5 * i, -3.0] for i in range(8)]
@@ -308,3 +313,244 @@ def test_a_function_aggregation_on_another_output_types_own_metric_is_refused(tm
     with pytest.raises(TaskConfigError, match=r"task.yaml: key 'metric_list\[0\].aggregation': only 'mean' is "
                                               r"supported, got !function utils.largest"):
         load_task_config(tmp_path / "task.yaml", allow_task_code=True)
+
+
+# --------------------------------------------------------------------------- list values (IFEval's inst_level_*)
+
+LIST_UTILS = '''
+SEEN = {}
+
+def checks(doc, results):
+    outcomes = [word in results[0].split() for word in doc["words"]]
+    return {"all": all(outcomes), "each": outcomes}
+
+def flat_mean(items):
+    SEEN.setdefault("items", []).append([list(document) for document in items])
+    outcomes = [outcome for document in items for outcome in document]
+    return sum(outcomes) / len(outcomes)
+
+def mixed(doc, results):
+    return {"all": 1.0, "each": 1.0 if doc["kind"] == "b" else [True]}
+
+def text_in_list(doc, results):
+    return {"all": 1.0, "each": [True, "yes"]}
+
+def nan_in_list(doc, results):
+    return {"all": 1.0, "each": [float("nan")]}
+'''
+# 1 to 3 words to check per document (document 3 none: lm-eval passes an empty list as it is), two categories
+LIST_ROWS = [{"question": f"Say {i}.", "words": ["alpha", "beta", "gamma"][: 0 if i == 3 else 1 + i % 3],
+              "kind": "ab"[i % 2]} for i in range(16)]
+
+
+def write_list_task(tmp_path, function="checks", aggregation="!function utils.flat_mean", all_aggregation="mean"):
+    (tmp_path / "utils.py").write_text(LIST_UTILS, encoding="utf-8")
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in LIST_ROWS), encoding="utf-8")
+    (tmp_path / "task.yaml").write_text(textwrap.dedent(f"""
+        task: ifeval_mini
+        dataset_path: json
+        dataset_kwargs:
+          data_files: {{test: test.jsonl}}
+        test_split: test
+        output_type: generate_until
+        doc_to_text: "{{{{question}}}}"
+        doc_to_target: 0
+        generation_kwargs:
+          until: []
+          max_gen_toks: 8
+        process_results: !function utils.{function}
+        metric_list:
+          - metric: all
+            aggregation: {all_aggregation}
+            higher_is_better: true
+          - metric: each
+            aggregation: {aggregation}
+            higher_is_better: true
+        modelbench:
+          category_field: kind
+        """), encoding="utf-8")
+    return load_task_config(tmp_path / "task.yaml", allow_task_code=True)
+
+
+class Answers:
+    """A generate_until backend answering document i with answers[i]."""
+
+    def __init__(self, answers):
+        self.answers = answers
+
+    def generate_task(self, prepared):
+        return [self.answers[doc.doc_id] for doc in prepared.documents]
+
+
+def expected_outcomes(answers):
+    return [[word in answer.split() for word in row["words"]] for row, answer in zip(LIST_ROWS, answers)]
+
+
+GOOD = ["alpha beta gamma" if i % 5 else "alpha" for i in range(16)]
+BAD = ["alpha" if i % 5 else "beta gamma" for i in range(16)]
+
+
+def test_list_values_reach_the_function_aggregation_as_each_documents_list(tmp_path):
+    config = write_list_task(tmp_path)
+    prepared = prepare_task(config, data_dir=tmp_path)
+    evaluation = evaluate_task(prepared, Answers(GOOD))
+    outcomes = expected_outcomes(GOOD)
+    column = evaluation.scores.per_document["each,none"]
+    assert column.dtype == object and [len(v) for v in column] == [len(o) for o in outcomes]
+    assert [v.tolist() for v in column] == [[float(x) for x in o] for o in outcomes]
+    np.testing.assert_array_equal(evaluation.scores.per_document["all,none"], [float(all(o)) for o in outcomes])
+    flat = [x for o in outcomes for x in o]
+    assert evaluation.scores.overall["each,none"].value == pytest.approx(sum(flat) / len(flat), rel=1e-12)
+    assert evaluation.scores.overall["each,none"].value != pytest.approx(np.mean([np.mean(o) for o in outcomes if o]))
+    assert evaluation.scores.overall["each,none"].stderr is None  # lm-eval: "N/A" for a !function aggregation
+    assert evaluation.scores.overall["all,none"].value == pytest.approx(np.mean([all(o) for o in outcomes]))
+    seen = config.metric_list[1].aggregation.function.__globals__["SEEN"]["items"]
+    assert seen[0] == [[float(x) for x in o] for o in outcomes]  # in document order, each of its own length
+    odd = [o for row, o in zip(LIST_ROWS, outcomes) if row["kind"] == "b"]
+    flat_b = [x for o in odd for x in o]
+    assert evaluation.scores.by_category["b"]["each,none"].value == pytest.approx(sum(flat_b) / len(flat_b))
+    assert json.loads(json.dumps(column[1].tolist())) == [1.0, 1.0]  # a log sample's value
+
+
+@pytest.mark.parametrize("aggregation", ["mean", "median", "perplexity"])
+def test_a_list_value_for_an_aggregation_that_is_not_a_function_names_the_file_task_document_and_metric(
+        tmp_path, aggregation):
+    prepared = prepare_task(write_list_task(tmp_path, aggregation=aggregation), data_dir=tmp_path)
+    with pytest.raises(DocumentError, match=rf"task.yaml: task 'ifeval_mini', document 0: process_results "
+                                            rf"\(!function utils.checks\) returned a list \(\[True\]\) for metric 'each', "
+                                            rf"whose aggregation is '{aggregation}'.*aggregation: !function"):
+        evaluate_task(prepared, Answers(GOOD))
+
+
+@pytest.mark.parametrize("function, found", [("text_in_list", r"'yes' \(str\)"), ("nan_in_list", r"nan \(float\)")])
+def test_a_list_holding_anything_but_finite_numbers_is_refused(tmp_path, function, found):
+    prepared = prepare_task(write_list_task(tmp_path, function=function), data_dir=tmp_path)
+    with pytest.raises(DocumentError, match=rf"task.yaml: task 'ifeval_mini', document 0: process_results "
+                                            rf"\(!function utils.{function}\) returned {found} in the list for metric "
+                                            r"'each'; a list value holds finite numbers"):
+        evaluate_task(prepared, Answers(GOOD))
+
+
+def test_a_list_on_some_documents_and_a_number_on_others_is_refused(tmp_path):
+    prepared = prepare_task(write_list_task(tmp_path, function="mixed"), data_dir=tmp_path)
+    with pytest.raises(DocumentError, match=r"task.yaml: task 'ifeval_mini', document 1: metric 'each,none' is a "
+                                            r"number there but a list on document 0"):
+        evaluate_task(prepared, Answers(GOOD))
+
+
+def list_record_text(tmp_path, answers, tolerance=Tolerance()):
+    prepared = prepare_task(write_list_task(tmp_path), data_dir=tmp_path)
+    evaluation = evaluate_task(prepared, Answers(answers))
+    record = record_from_evaluation(evaluation, suite="s", baseline_name="default", provenance=provenance(),
+                                    tolerance=tolerance)
+    return prepared, evaluation, dumps(record)
+
+
+def test_list_values_are_stored_per_document_and_round_trip_with_their_lengths(tmp_path):
+    from pytest_modelbench.gate.baseline import parse
+
+    _, evaluation, text = list_record_text(tmp_path, GOOD)
+    document = json.loads(text)
+    assert document["metrics"]["each,none"] == {"direction": "higher", "ideal": None, "binary": False,
+                                                "aggregate": True, "lists": True}
+    assert "lists" not in document["metrics"]["all,none"]
+    rows = list(document["documents"]["rows"].values())
+    assert [row[3] for row in rows] == [[float(x) for x in o] for o in expected_outcomes(GOOD)]
+    assert '": [3, "b", 1.0, []],\n' in text  # one line per row; document 3 checks nothing: its list is empty
+    record = parse(text, "ifeval_mini.json")
+    column = record.values["each,none"]
+    assert column.dtype == object and len(column) == 16
+    assert [v.tolist() for v in column] == [v.tolist() for v in evaluation.scores.per_document["each,none"]]
+    assert {len(v) for v in column} == {0, 1, 2, 3}
+    assert record.metric("each,none").lists and not record.metric("all,none").lists
+    assert dumps(record) == text  # parse and dump again: the same bytes
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda row, doc: row.__setitem__(3, 1.0), r"'each,none' must be a list of numbers"),
+    (lambda row, doc: row.__setitem__(3, [1.0, "yes"]), r"documents.rows.\w+.each,none' must be a number or null"),
+    (lambda row, doc: row.__setitem__(3, [None]), r"'each,none' must be a list of numbers"),
+    (lambda row, doc: doc["metrics"]["each,none"].pop("aggregate"), r"key 'metrics.each,none': a metric with lists "
+                                                                    r"needs an aggregate"),
+    (lambda row, doc: doc["metrics"]["each,none"].__setitem__("lists", "yes"), r"key 'metrics.each,none' has a bad "
+                                                                               r"flag"),
+])
+def test_a_damaged_list_cell_is_refused_naming_the_file(tmp_path, edit, problem):
+    from pytest_modelbench.errors import BaselineError
+    from pytest_modelbench.gate.baseline import checksum, parse
+
+    _, _, text = list_record_text(tmp_path, GOOD)
+    document = json.loads(text)
+    edit(next(iter(document["documents"]["rows"].values())), document)
+    document["checksum"] = checksum(document)
+    with pytest.raises(BaselineError, match=rf"ifeval_mini.json: invalid baseline: .*{problem}"):
+        parse(json.dumps(document), "ifeval_mini.json")
+
+
+def test_the_gate_reapplies_the_function_to_resampled_documents_lists(tmp_path):
+    tolerance = Tolerance(absolute_margin=0.01, alpha=0.05)
+    prepared, evaluation, good = list_record_text(tmp_path, GOOD, tolerance)
+    _, _, bad = list_record_text(tmp_path, BAD, tolerance)
+    aggregates = {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
+    same = gate_texts(good, good, prepared.documents, aggregates).comparison
+    assert {e.verdict for e in same.entries} == {Verdict.PASS}
+    worse = gate_texts(bad, good, prepared.documents, aggregates).comparison
+    each = {e.category: e for e in worse.entries if e.metric == "each,none"}
+    flat = lambda answers, kind=None: [x for row, o in zip(LIST_ROWS, expected_outcomes(answers))  # noqa: E731
+                                       if kind in (None, row["kind"]) for x in o]
+    for category in (None, "a", "b"):
+        entry = each[category]
+        assert entry.test == "bootstrap" and entry.standard_error > 0
+        assert entry.baseline == pytest.approx(np.mean(flat(GOOD, category)))
+        assert entry.candidate == pytest.approx(np.mean(flat(BAD, category)))
+    assert each[None].verdict is Verdict.REGRESSED
+
+
+def test_the_paired_bootstrap_indexes_object_columns_of_equal_length_lists_by_document():
+    """Every document with two values: an object column must stay one entry per document when resampled (a 2-D array
+    would index by value pairs only by luck)."""
+    from pytest_modelbench.gate.compare import aggregate_test
+    from pytest_modelbench.metrics.aggregate import DocumentItems, document_column
+    from pytest_modelbench.metrics.task_aggregation import TaskAggregation
+
+    class Doc:
+        def __init__(self, doc_id):
+            self.doc_id = doc_id
+
+    documents = [Doc(i) for i in range(6)]
+    seen = []
+
+    def first_items(items):
+        seen.append(items)
+        return float(np.mean([document[0] for document in items]))
+
+    first_items.dotted_name = "utils.first_items"
+    aggregate = TaskAggregation("each", first_items)
+    base = {"each": document_column("each", [DocumentItems((1.0, 0.0))] * 6, documents)}
+    cand = {"each": document_column("each", [DocumentItems((float(i % 2), 1.0)) for i in range(6)], documents)}
+    assert base["each"].shape == (6,)
+    base_value, cand_value, test = aggregate_test(aggregate, base, cand, documents, direction="higher", ideal=None,
+                                                  seed=1, n_resamples=50)
+    assert (base_value, cand_value) == (1.0, 0.5)
+    assert test.delta == -0.5 and test.standard_error > 0
+    assert all(len(items) == 6 and all(len(document) == 2 for document in items) for items in seen)
+    # lists of one length made dense (a group's column of such tasks, metrics/group_scores.py): still one per document
+    assert aggregate({"each": np.array([[float(i % 2), 1.0] for i in range(6)])}, documents) == 0.5
+    assert seen[-1] == [[float(i % 2), 1.0] for i in range(6)]
+
+
+def test_the_most_changed_documents_show_list_values_even_of_another_length(tmp_path):
+    from dataclasses import replace
+
+    from pytest_modelbench.gate.baseline import parse
+    from pytest_modelbench.gate.changed_documents import most_changed
+
+    prepared, _, text = list_record_text(tmp_path, GOOD)
+    baseline = parse(text, "b.json")
+    column = baseline.values["each,none"].copy()
+    column[1] = np.array([0.0, 0.0, 0.0])  # document 1 checks two words; here three (no broadcasting), all failed
+    column[4] = np.array([0.0, 1.0])
+    candidate = replace(baseline, values={**baseline.values, "each,none": column})
+    changed = {row["doc_id"]: row["changes"] for row in most_changed(baseline, candidate, prepared.documents)}
+    assert changed[1]["each,none"] == {"baseline": [1.0, 1.0], "candidate": [0.0, 0.0, 0.0], "flipped": False}
+    assert changed[4]["each,none"] == {"baseline": [1.0, 1.0], "candidate": [0.0, 1.0], "flipped": False}
