@@ -96,6 +96,9 @@ def test_kill_9_during_snapshot_update_leaves_each_baseline_old_or_new(project, 
 
 
 def test_ctrl_c_keeps_the_cache_and_writes_no_partial_baseline(project, tiny_model):
+    # Two seconds after each task: on loaded cores the four tasks can otherwise all end before the signal lands.
+    (project / "conftest.py").write_text("import time\n\n\ndef pytest_runtest_logfinish(nodeid, location):\n"
+                                         "    time.sleep(2)\n")
     process = start_pytest(project, tiny_model, "--snapshot-update")
     # Interrupt as soon as the first scores are in the cache, well before the last task ends.
     wait_for(lambda: scores_cached_yet(project), process)
