@@ -159,7 +159,7 @@ class CausalLMScorer(RequestBackend):
         score cache keys each window by its token ids."""
         from pytest_modelbench.scoring.cached import score_with_cache
         from pytest_modelbench.scoring.progress import ScoringProgress
-        from pytest_modelbench.scoring.rolling import rolling_windows
+        from pytest_modelbench.scoring.rolling import document_totals, rolling_windows
         from pytest_modelbench.scoring.score_cache import token_request_key
 
         per_document = [rolling_windows(self.encoder.encode(doc.gold), self.encoder.prefix_token_id, self.max_length)
@@ -172,12 +172,7 @@ class CausalLMScorer(RequestBackend):
         def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
             self.score_encoded([windows[i] for i in todo], on_done=on_done)
 
-        values = score_with_cache(len(windows), keys, self.cache, progress, compute)
-        totals, start = [], 0
-        for document_windows in per_document:
-            totals.append(sum(values[start:start + len(document_windows)]))
-            start += len(document_windows)
-        return totals
+        return document_totals(score_with_cache(len(windows), keys, self.cache, progress, compute), per_document)
 
     def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]:
         """Per document of a loglikelihood task: its continuation's log-likelihood and whether every continuation

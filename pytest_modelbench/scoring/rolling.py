@@ -25,3 +25,12 @@ def rolling_windows(tokens: Sequence[int], prefix_token: int, max_length: int) -
         windows.append(EncodedRequest(tuple(tokens[end - max_length - 1:predicted]), tuple(tokens[predicted:end])))
         predicted = end
     return windows
+
+
+def document_totals(values: Sequence[float], per_document: Sequence[Sequence[EncodedRequest]]) -> list[float]:
+    """Each document's log-likelihood: the sum of its windows' values (`values`: every window's, in order)."""
+    totals, start = [], 0
+    for windows in per_document:
+        totals.append(sum(values[start:start + len(windows)]))
+        start += len(windows)
+    return totals

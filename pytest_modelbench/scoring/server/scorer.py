@@ -123,7 +123,7 @@ class ServerScorer(RequestBackend):
         cache keys each window by its token ids, as the local path does."""
         from pytest_modelbench.scoring.cached import score_with_cache
         from pytest_modelbench.scoring.progress import ScoringProgress
-        from pytest_modelbench.scoring.rolling import rolling_windows
+        from pytest_modelbench.scoring.rolling import document_totals, rolling_windows
         from pytest_modelbench.scoring.score_cache import token_request_key
 
         per_document = [rolling_windows(self.encoder.encode(doc.gold), self.encoder.prefix_token_id, self.max_length)
@@ -144,12 +144,7 @@ class ServerScorer(RequestBackend):
 
             self.pool.run([[prompts[j] for j in batch] for batch in batches], batch_done)
 
-        values = score_with_cache(len(windows), keys, self.cache, progress, compute)
-        totals, start = [], 0
-        for document_windows in per_document:
-            totals.append(sum(values[start:start + len(document_windows)]))
-            start += len(document_windows)
-        return totals
+        return document_totals(score_with_cache(len(windows), keys, self.cache, progress, compute), per_document)
 
     def _generation_namespace(self, stops: Sequence[str], max_gen_toks: int, decoding: dict[str, Any]) -> str | None:
         """The generation cache key's servers-and-settings part; None without a cache."""
