@@ -82,7 +82,9 @@ def main() -> None:
             refusals[output_type].append((path, str(exc)))
 
     kind = "task files (task code allowed)" if allow_task_code else "pure-YAML task files"
-    print(f"{tasks_dir}: {sum(files.values())} {kind} ({with_code} more use !function, {unreadable} cannot be read)")
+    tasks = sum(count for output_type, count in files.items() if output_type != GROUP)
+    print(f"{tasks_dir}: {tasks} {kind} and {files[GROUP]} group files ({with_code} more use !function, {unreadable} "
+          "cannot be read)")
     for output_type, count in files.most_common():
         loaded = count - len(refusals[output_type])
         print(f"\n{output_type}: {count} files, {loaded} load ({100 * loaded / count:.1f}%)")

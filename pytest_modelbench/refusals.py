@@ -15,6 +15,7 @@ from typing import Iterable
 
 _PER_FILE_DETAILS = (
     (re.compile(r"!function [\w.]+"), "!function ..."),
+    (re.compile(r"cannot load [\w.]+: "), "cannot load ...: "),
     (re.compile(r" \(looked for [^)]*\)"), ""),
     (re.compile(r"^(malformed YAML|not a UTF-8 text file).*", re.DOTALL), r"\1"),
     # a group file's refusal names the group, and for a task of it the task and its file
