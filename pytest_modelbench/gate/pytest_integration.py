@@ -565,6 +565,7 @@ class GateSession:
         from pytest_modelbench.tasks.yaml_loader import load_merged_yaml
 
         defined: dict[Path, set[str]] = {}
+        bundles: dict[Path, set[str]] = {}  # file-stem prefixes of bundle members' baselines
         unknown: set[Path] = set()
         for suite_dir in sorted(self.suite_dirs):
             folder = self.name_dir / suite_of(suite_dir, self.suite_roots)
@@ -582,11 +583,14 @@ class GateSession:
                     continue
                 if isinstance(name, str):
                     names.add(safe_file_stem(name))
+                    if key == "group":  # a bundle's members are gated as <group>::<member>
+                        bundles.setdefault(folder, set()).add(safe_file_stem(f"{name}::"))
         unused = []
         for folder, names in defined.items():
             if folder in unknown or not folder.is_dir():
                 continue
-            unused += [str(p) for p in sorted(folder.glob("*.json")) if p.is_file() and p.stem not in names]
+            unused += [str(p) for p in sorted(folder.glob("*.json")) if p.is_file() and p.stem not in names
+                       and not p.stem.startswith(tuple(bundles.get(folder, ())))]
         return unused
 
 

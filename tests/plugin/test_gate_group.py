@@ -170,3 +170,13 @@ def test_list_tasks_shows_a_group_with_its_tasks_and_subgroups(pytester, probe_d
     make_group_project(pytester, probe_docs)
     result = pytester.runpytest("--list-tasks", "-p", "no:cacheprovider", "--model=unused", "-k", "probe_all")
     result.stdout.fnmatch_lines(["probe/probe_all*-*group: 3 task(s), 2 subgroup(s)*-*acc*as its tasks*no"])
+
+
+def test_a_bundles_member_baselines_are_not_unused(pytester, tiny_model, probe_docs):
+    suite = make_group_project(pytester, probe_docs)
+    (suite / "probe_bundle.yaml").write_text(BUNDLE)
+    run_gate(pytester, tiny_model, "--snapshot-update", "-k", "probe_bundle").assert_outcomes(passed=2)
+    assert baseline_file(pytester, "probe_bundle__steady_c").is_file()
+    again = run_gate(pytester, tiny_model, "--snapshot-update", "-k", "probe_bundle")
+    again.assert_outcomes(passed=2)
+    assert "unused baseline" not in again.stdout.str() and baseline_file(pytester, "probe_bundle__probe_shaky").is_file()
