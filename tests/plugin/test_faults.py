@@ -96,12 +96,12 @@ def test_kill_9_during_snapshot_update_leaves_each_baseline_old_or_new(project, 
 
 
 def test_ctrl_c_keeps_the_cache_and_writes_no_partial_baseline(project, tiny_model):
-    # Two seconds after each task: on loaded cores the four tasks can otherwise all end before the signal lands.
-    (project / "conftest.py").write_text("import time\n\n\ndef pytest_runtest_logfinish(nodeid, location):\n"
-                                         "    time.sleep(2)\n")
+    # After each task the run marks it and pauses: the signal lands in that pause, whatever the load (polling for the
+    # first cached scores alone let a loaded run end all four tasks before the signal arrived).
+    (project / "conftest.py").write_text("import pathlib\nimport time\n\n\ndef pytest_runtest_logfinish(nodeid, location):\n"
+                                         "    pathlib.Path('task_done').touch()\n    time.sleep(60)\n")
     process = start_pytest(project, tiny_model, "--snapshot-update")
-    # Interrupt as soon as the first scores are in the cache, well before the last task ends.
-    wait_for(lambda: scores_cached_yet(project), process)
+    wait_for(lambda: (project / "task_done").exists() and scores_cached_yet(project), process)
     process.send_signal(signal.SIGINT)
     output = process.communicate(timeout=120)[0]
 
