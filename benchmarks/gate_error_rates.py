@@ -43,7 +43,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pytest_modelbench.gate.baseline import BaselineRecord, MetricInfo, Tolerance, parse  # noqa: E402
+from pytest_modelbench.gate.baseline import BaselineRecord, MetricInfo, Tolerance
+from pytest_modelbench.gate.baseline_file import parse  # noqa: E402
 from pytest_modelbench.gate import compare as compare_module  # noqa: E402
 from pytest_modelbench.gate.compare import compare  # noqa: E402
 from pytest_modelbench.metrics.registry import METRICS, Margin  # noqa: E402

@@ -29,23 +29,28 @@ def parse_config(text: str) -> tuple[str, int]:
     return batch.strip(), int(workers or 1)
 
 
-def run_main_job(batch: str, workers: int, data_dir: str, scratch: Path) -> tuple[float, dict, int]:
-    cache = scratch / f"cache-{batch}x{workers}"
+def run_main_job(batch: str, workers: int, data_dir: str, scratch: Path, extra: tuple[str, ...] = (),
+                 label: str = "") -> tuple[float, dict, int]:
+    """One main-job run in a fresh process with a fresh, empty score cache: (seconds, its JSON output, exit status).
+    `extra`: more pytest arguments; with `--run-record=PATH` among them, PATH is the JSON read back."""
+    name = label or f"{batch}x{workers}"
+    cache = scratch / f"cache-{name}"
     shutil.rmtree(cache, ignore_errors=True)  # empty, also when --keep names a folder of an earlier run
-    results = scratch / f"results-{batch}x{workers}.json"
+    results = scratch / f"results-{name}.json"
+    output = next((Path(a.split("=", 1)[1]) for a in extra if a.startswith("--run-record=")), results)
     env = dict(os.environ, MODELBENCH_CACHE_DIR=str(cache))
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--model=smollm2-135m",
                "--dtype=float32", f"--data-dir={data_dir}", f"--batch-size={batch}", f"--results-json={results}",
-               "suites/bias"]
+               *extra, "suites/bias"]
     if workers > 1:
         env["OMP_NUM_THREADS"] = "1"
         command += ["-n", str(workers), "--dist", "worksteal"]
     started = time.perf_counter()
     finished = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
-    if not results.exists():
-        sys.exit(f"{batch}x{workers}: no results JSON (exit {finished.returncode})\n{finished.stdout[-3000:]}")
-    return seconds, json.loads(results.read_text()), finished.returncode
+    if not output.exists():
+        sys.exit(f"{name}: no {output.name} (exit {finished.returncode})\n{finished.stdout[-3000:]}")
+    return seconds, json.loads(output.read_text()), finished.returncode
 
 
 def category_scores(results: dict) -> dict[tuple[str, str, str], float]:

@@ -55,3 +55,14 @@ class ServerError(ModelbenchError):
 class BackendError(ModelbenchError):
     """A backend whose results do not match the requests it was sent (too few or too many values, a value of the wrong
     kind); the message names the backend and the task."""
+
+
+class BackendResultError(BackendError):
+    """Values a backend returned through the scoring seam (scoring/backend.py) that do not fit the requests sent: too
+    few or too many, a row of the wrong shape, a value of the wrong kind; the message names the backend, the task and
+    the first bad position."""
+
+
+class NonFiniteResultError(BackendResultError, DocumentError):
+    """A NaN or infinite log-likelihood: it would turn into a wrong accuracy (argmax of NaN) without a word. A document
+    error too, since it names the document and choice whose score it is."""

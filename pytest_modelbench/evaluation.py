@@ -36,13 +36,7 @@ def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
     if prepared.config.output_type == "loglikelihood":
         return _evaluate_loglikelihood(prepared, backend, metrics)
     requests = sum(len(doc.continuations) for doc in prepared.documents)
-    try:
-        values = checked_results(backend, backend.score_task(prepared), requests, "log-likelihood", _task(prepared))
-    except RequestError as exc:
-        if exc.index is None:
-            raise
-        owners = [(doc, i) for doc in prepared.documents for i in range(len(doc.continuations))]
-        raise DocumentError(f"{_where(prepared, *owners[exc.index])}: {exc.problem}") from None
+    values = checked_results(backend, backend.score_task(prepared), requests, "log-likelihood", _task(prepared))
     per_doc, start = [], 0
     for doc in prepared.documents:
         per_doc.append(values[start:start + len(doc.continuations)])
@@ -79,13 +73,7 @@ def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> Task
 
 def _evaluate_loglikelihood(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
     """One response per document, as lm-eval's: its continuation's log-likelihood and whether it is greedy."""
-    try:
-        responses = backend.loglikelihood_task(prepared)
-    except RequestError as exc:
-        if exc.index is None:
-            raise
-        raise DocumentError(f"{_where(prepared, prepared.documents[exc.index], 0)}: {exc.problem}") from None
-    responses = list(responses)
+    responses = list(backend.loglikelihood_task(prepared))
     checked_results(backend, [response[0] for response in responses], len(prepared.documents), "log-likelihood",
                     _task(prepared))
     for doc, (loglikelihood, _) in zip(prepared.documents, responses):

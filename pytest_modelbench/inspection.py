@@ -60,13 +60,14 @@ class TaskInspection:
     def _list(self, items: list[Any], groups: list[Any], reporter: Any) -> None:
         """`items`, `groups`: the task and group items collected (plugin.py, TaskItem and GroupItem)."""
         gate = self.config.stash[GATE_KEY]
-        reporter.section(f"modelbench tasks (baseline '{gate.baseline_name}' in {gate.display(gate.name_dir)})")
+        store = gate.store
+        reporter.section(f"modelbench tasks (baseline '{gate.baseline_name}' in {store.display(store.name_dir)})")
         rows = [
             task_row(item.task_id.key, item.task_config, self.options.num_fewshot,
-                     gate.baseline_path(item.task_id).is_file())
+                     store.path(item.task_id).is_file())
             for item in items
         ]
-        rows += [group_row(item.task_id.key, item.group.tree, gate.baseline_path(item.task_id).is_file())
+        rows += [group_row(item.task_id.key, item.group.tree, store.path(item.task_id).is_file())
                  for item in groups]
         for line in format_table(LISTING_HEADER, rows):
             reporter.write_line(line)

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelbench import cli_options, fixtures, inspection
+from pytest_modelbench import cli_options, fixtures, inspection, recording
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.metrics.group_scores import gated_members
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.refusals import format_refusals
-from pytest_modelbench.report import format_table, json_text, results_document
+from pytest_modelbench.report import format_table, json_text, results_document, run_config
 from pytest_modelbench.results_gathering import GatheredResults
 from pytest_modelbench.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
@@ -70,12 +70,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("modelbench_data_dir", "local mirror of hub datasets", default="")
     gate.add_options(parser, parser.getgroup("modelbench"))  # baseline gate: --baseline-name, --gate-*, --md-report
     inspection.add_options(group)  # --show-prompts, --list-tasks
+    recording.add_options(group)  # --shard, --run-record
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "modelbench: a task scored by pytest-modelbench")
     config.pluginmanager.register(fixtures, "modelbench-fixtures")  # modelbench_model, for custom tests
     gate.configure(config)  # registers the gate's session hooks (results, unused baselines, --md-report)
+    recording.configure(config)  # --shard, --run-record
     config.stash[RESULTS_PATH_KEY] = cli_options.output_path(
         "--results-json", config.getoption("--results-json"), Path(config.invocation_params.dir)
     )
@@ -142,6 +144,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
         made[file_path] = (TaskFile.from_parent(parent, path=file_path) if is_task_file(file_path)
                            else GroupFile.from_parent(parent, path=file_path) if is_group_file(file_path) else None)
     return made[file_path]
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's -k and -m
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    recording.select_shard(config, items, config.stash[RUNNER_KEY].options)
 
 
 class TaskFile(pytest.File):
@@ -272,11 +279,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     tasks = gathered.tasks()
     if not tasks:
         return
-    options = runner.options
-    run_config = {
-        "model": options.model, "model_args": options.model_args, "dtype": options.dtype,
-        "batch_size": "default" if options.batch_size is None else options.batch_size, "device": options.device, "limit": options.limit,
-        "num_fewshot": options.num_fewshot, "shared_prefixes": options.shared_prefixes,
-    }
-    document = results_document(tasks, run_config, gate.outcomes_json(config))
+    document = results_document(tasks, run_config(runner.options), gate.outcomes_json(config))
     cli_options.write_output(session, "--results-json", path, json_text(document))

@@ -69,6 +69,15 @@ def task_results(identity: TaskId, evaluation: TaskEvaluation, log_samples: bool
     return results
 
 
+def run_config(options: Any) -> dict[str, Any]:
+    """The results JSON's `config`: the run's options (runner.py, RunOptions) as given."""
+    return {
+        "model": options.model, "model_args": options.model_args, "dtype": options.dtype,
+        "batch_size": "default" if options.batch_size is None else options.batch_size, "device": options.device,
+        "limit": options.limit, "num_fewshot": options.num_fewshot, "shared_prefixes": options.shared_prefixes,
+    }
+
+
 def results_document(
     tasks: Iterable[dict[str, Any]], run_config: dict[str, Any], gate: dict[str, dict[str, Any]],
 ) -> dict:

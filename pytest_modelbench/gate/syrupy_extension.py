@@ -6,7 +6,7 @@ only knows Python test functions).
 
 Comparator: `matches` takes the gate's own outcome for the two texts (`BaselineExtension.decided`, set by
 pytest_integration, which also has the documents that aggregate metrics need), else parses both sides and
-applies the gate; so a candidate whose scores drift inside the band *matches* its baseline and `--snapshot-update` never rewrites it. It does not match (and so
+applies the gate (judge.gate_texts); so a candidate whose scores drift inside the band *matches* its baseline and `--snapshot-update` never rewrites it. It does not match (and so
 `--snapshot-update` rewrites it) when the baseline is missing, corrupt, not comparable, or when an entry
 regressed — and, under `--snapshot-update` only (`BaselineUpdateExtension`), when an entry improved, which
 raises the bar. `matches` never raises: syrupy would record the exception and skip the write.
@@ -19,23 +19,17 @@ words.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator
 
 from syrupy.data import Snapshot, SnapshotCollection, SnapshotCollections
 from syrupy.extensions.base import AbstractSyrupyExtension
 
-from pytest_modelbench.atomic_files import write_text_atomic
-from pytest_modelbench.gate.baseline import (
-    BaselineRecord,
-    dumps,
-    parse_or_problem,
-    read_text,
-    rebaseline_problem,
-)
-from pytest_modelbench.gate.compare import TaskComparison, compare
+from pytest_modelbench.gate.baseline import BaselineRecord
+from pytest_modelbench.gate.baseline_file import dumps, read_text
+from pytest_modelbench.gate.judge import GateOutcome, gate_texts
 from pytest_modelbench.gate.report import LEGEND, comparison_table
+from pytest_modelbench.gate.storage import write_baseline
 
 if TYPE_CHECKING:
     from syrupy.location import PyTestLocation
@@ -65,51 +59,6 @@ class BaselineSite:
 
 def _site_path(test_location: "PyTestLocation") -> Path | None:
     return getattr(test_location.item, "baseline_path", None)
-
-
-@dataclass(frozen=True)
-class GateOutcome:
-    """What the comparator found: a comparison, or the problem that prevents one."""
-
-    comparison: TaskComparison | None
-    problem: str | None = None
-    kind: str = ""  # "invalid" (stored file unusable) | "rebaseline" (not comparable) | ""
-    baseline: BaselineRecord | None = None  # the stored record, when compared or not comparable
-
-    def holds(self, *, include_improvements: bool) -> bool:
-        """The stored baseline still describes the candidate (no rewrite needed)."""
-        return self.comparison is not None and not self.comparison.out_of_band(
-            include_improvements=include_improvements
-        )
-
-
-def gate_texts(
-    candidate_text: str, baseline_text: str, documents: Sequence[Any] | None = None,
-    aggregates: Mapping[str, Any] | None = None,
-) -> GateOutcome:
-    """Parse both serialized records and apply the gate with the candidate's tolerance. Never raises for bad input.
-
-    `documents` (the candidate's DocumentRequests) are needed by metrics with their own aggregate (StereoSet);
-    `aggregates`: the scored metrics' aggregates by name (compare()).
-    Without them such a record is not compared at all (the outcome says why): a comparison never leaves an entry out.
-    """
-    candidate, problem = parse_or_problem(candidate_text)
-    if candidate is None:
-        return GateOutcome(None, f"the candidate record is not valid: {problem}", "invalid")
-    baseline, problem = parse_or_problem(baseline_text)
-    if baseline is None:
-        return GateOutcome(None, problem, "invalid")
-    problem = rebaseline_problem(baseline, candidate)
-    if problem is not None:
-        return GateOutcome(None, problem, "rebaseline", baseline=baseline)
-    aggregated = [m.name for m in candidate.metrics if m.aggregate]
-    if aggregated and documents is None:
-        return GateOutcome(
-            None, f"metrics {', '.join(aggregated)} are aggregates over the task's documents and can only be compared "
-            "in the run that scored them", "invalid",
-        )
-    return GateOutcome(compare(baseline, candidate, candidate.tolerance, documents, aggregates),
-                       baseline=baseline)
 
 
 class BaselineExtension(AbstractSyrupyExtension):
@@ -196,7 +145,7 @@ class BaselineExtension(AbstractSyrupyExtension):
         data = next(iter(snapshot_collection)).data
         if not isinstance(data, str):
             raise TypeError(f"{cls.__name__} writes serialized baselines (str), got {type(data).__name__}")
-        write_text_atomic(Path(snapshot_collection.location), data)
+        write_baseline(Path(snapshot_collection.location), data)
 
     def delete_snapshots(self, *, snapshot_location: str, snapshot_names: set[str]) -> None:
         Path(snapshot_location).unlink(missing_ok=True)

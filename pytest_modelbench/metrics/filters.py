@@ -186,8 +186,6 @@ def _custom(kwargs: dict[str, Any], path: Path, where: str, resolve: Resolve) ->
     if _refuses(function, None, None):
         raise TaskConfigError(f"{path}: key '{where}.filter_fn': {ref.dotted_name} cannot be called as "
                               "filter_fn(resps, docs), which is how lm-eval calls a custom filter")
-    name = f"filter_list step {where[len('filter_list'):]} (custom, filter_fn !function {ref.dotted_name})"
-
     def step(values: list[Responses], docs: Sequence[Mapping[str, Any]], wheres: Sequence[str],
              task_where: str) -> list[Responses]:
         try:

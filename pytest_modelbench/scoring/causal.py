@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from pytest_modelbench.errors import RequestError
-from pytest_modelbench.scoring.backend import BackendInfo, RequestBackend, unset_batch_size
+from pytest_modelbench.scoring.backend import BackendInfo, LoglikelihoodRequest, OnBatch, unset_batch_size
+from pytest_modelbench.scoring.front import TaskFront
 from pytest_modelbench.scoring.placement import compute_devices, input_device, placement_description, placement_label
 
 DEFAULT_MAX_LENGTH = 2048
@@ -96,13 +97,14 @@ class CausalTokenizer:
         return [self.encode_pair(context, continuation, encode_context) for context, continuation in requests]
 
 
-class CausalLMScorer(RequestBackend):
+class CausalLMScorer(TaskFront):
     """Sums log P(continuation | context) for each request.
 
     `fast=False` (default) is the reference path (lm-eval's procedure); `fast=True` shares token prefixes (see the
     module docstring). `cache` (a ScoreCache) with `fingerprint` (the model's,
     LoadedModel.fingerprint) reuses scores from earlier runs; `progress` (a line sink) reports long scoring.
-    A backend (scoring/backend.py); `name` is what --model called the model.
+    A backend (the seam: scoring/backend.py; the front, scoring/front.py, keys the cache and reports progress for
+    the requests it sends); `name` is what --model called the model.
     """
 
     def __init__(self, model, tokenizer, *, batch_size: int | str | None = 1,
@@ -174,39 +176,19 @@ class CausalLMScorer(RequestBackend):
 
         return document_totals(score_with_cache(len(windows), keys, self.cache, progress, compute), per_document)
 
-    def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]:
-        """Per document of a loglikelihood task: its continuation's log-likelihood and whether every continuation
-        token is the argmax at its position (lm-eval's is_greedy), both from one plain-path forward (scoring/cached.py
-        caches the pair). Shared prefixes would save little here: each context has one continuation."""
-        from pytest_modelbench.scoring.cached import score_greedy_requests
+    def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest],
+                       on_batch: OnBatch | None = None) -> list[float]:
+        """The seam (scoring/backend.py): log-likelihoods of (context, continuation) requests."""
+        return self.score_encoded(self.encoder.encode_pairs([(r.context, r.continuation) for r in requests]),
+                                  on_done=on_batch)
 
-        requests = [(doc.context, doc.continuations[0]) for doc in prepared.documents]
-
-        def compute(todo: list[int], on_done: Callable[[list[int], list[tuple[float, bool]]], None]) -> None:
-            try:
-                rows = self._model_inputs(self.encoder.encode_pairs([requests[i] for i in todo]))
-            except RequestError as exc:
-                raise RequestError(exc.problem, todo[exc.index]) from None
-            self._score_plain(rows, list(range(len(rows))), on_done, forward=self._forward_greedy)
-
-        return score_greedy_requests(requests, compute, namespace=self._cache_namespace(), cache=self.cache,
-                                     progress=self.progress, label=prepared.config.task)
-
-    def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,
-                      label: str = "scoring") -> list[float]:
-        """`documents`: requests per document, in order (for progress); without it each request counts as one."""
-        from pytest_modelbench.scoring.cached import score_requests
-
-        requests = list(requests)
-
-        def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
-            try:
-                self.score_encoded(self.encoder.encode_pairs([requests[i] for i in todo]), on_done=on_done)
-            except RequestError as exc:
-                raise RequestError(exc.problem, todo[exc.index]) from None
-
-        return score_requests(requests, compute, namespace=self._cache_namespace(), cache=self.cache,
-                              progress=self.progress, documents=documents, label=label)
+    def greedy_loglikelihoods(self, requests: Sequence[LoglikelihoodRequest],
+                              on_batch: OnBatch | None = None) -> list[tuple[float, bool]]:
+        """The seam: per request its log-likelihood and whether every continuation token is the argmax at its
+        position (lm-eval's is_greedy), both from one plain-path forward. Shared prefixes would save little here: a
+        loglikelihood task's contexts have one continuation each."""
+        rows = self._model_inputs(self.encoder.encode_pairs([(r.context, r.continuation) for r in requests]))
+        return self._score_plain(rows, list(range(len(rows))), on_batch, forward=self._forward_greedy)
 
     def score_encoded(self, encoded: Sequence[EncodedRequest],
                       on_done: Callable[[list[int], list[float]], None] | None = None) -> list[float]:
@@ -356,6 +338,10 @@ class CausalLMScorer(RequestBackend):
             self.cache, self.fingerprint, self.model, self.encoder.tokenizer, protocol=PROTOCOL_VERSION,
             device=placement_label(self.model), max_length=self.max_length, add_bos_token=self.encoder.add_bos_token,
         )
+
+    def cache_namespace(self, shared_tokens: bool) -> str | None:
+        """The seam's: the same for every request (`shared_tokens` matters to masked LMs only)."""
+        return self._cache_namespace()
 
     def _cache_namespace(self) -> str | None:
         """The cache key's model and settings part; None when no cache or the weights cannot be identified."""

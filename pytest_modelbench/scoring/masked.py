@@ -21,16 +21,19 @@ Memory: one forward pass holds (scored tokens × sequence length × vocabulary) 
 from __future__ import annotations
 
 import difflib
-import json
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 
-from pytest_modelbench.errors import DocumentError, ModelLoadError
-from pytest_modelbench.scoring.backend import BackendInfo, output_type_unsupported
+from pytest_modelbench.errors import DocumentError, ModelLoadError, RequestError
+from pytest_modelbench.scoring.backend import (
+    BackendInfo, DocumentRequest, LoglikelihoodRequest, OnBatch, output_type_unsupported,
+)
 from pytest_modelbench.scoring.causal import weights_dtype
+from pytest_modelbench.scoring.front import TaskFront
 from pytest_modelbench.scoring.placement import input_device, placement_description, placement_label
 
 PROTOCOLS = ("pll", "pll_shared")
@@ -57,11 +60,11 @@ def resolve_masked_max_length(model, tokenizer) -> int:
     return min(candidates) if candidates else DEFAULT_MAX_LENGTH
 
 
-class MaskedLMScorer:
+class MaskedLMScorer(TaskFront):
     """Pseudo-log-likelihoods of documents' choices. As for causal LMs (scoring/causal.py): `batch_size` sentences
     (an integer, or 'auto' from free memory) go through the model together, each as its masked copies; `cache` (a
     ScoreCache) with `fingerprint` (LoadedModel.fingerprint) reuses scores of earlier runs; `progress` (a line
-    sink) reports long scoring."""
+    sink) reports long scoring; both through the front (scoring/front.py)."""
 
     def __init__(self, model, tokenizer, *, max_length: int | None = None,
                  batch_size: int | str = 1, cache=None, fingerprint: str | None = None,
@@ -86,8 +89,7 @@ class MaskedLMScorer:
 
     # --- tokenization -------------------------------------------------------------------------------------------
 
-    def encode(self, context: str, continuation: str, where: str = "request") -> MaskedInput:
-        """`where` names the document in the error of an input whose continuation cannot be located."""
+    def encode(self, context: str, continuation: str) -> MaskedInput:
         context, continuation = context.rstrip(), continuation.lstrip()
         n_context = len(self.tokenizer(context, add_special_tokens=False)["input_ids"]) if context else 0
         n_continuation = len(self.tokenizer(continuation, add_special_tokens=False)["input_ids"])
@@ -96,8 +98,8 @@ class MaskedLMScorer:
         ids = tuple(int(i) for i in encoded["input_ids"])
         ordinary = [i for i, special in enumerate(encoded["special_tokens_mask"]) if not special]
         if len(ordinary) != n_context + n_continuation:
-            raise DocumentError(
-                f"{where}: cannot locate the continuation's tokens: the tokenizer gave {len(ordinary)} non-special "
+            raise RequestError(
+                f"cannot locate the continuation's tokens: the tokenizer gave {len(ordinary)} non-special "
                 f"tokens for context and continuation together, but {n_context} (context) + {n_continuation} "
                 "(continuation) apart"
             )
@@ -141,73 +143,92 @@ class MaskedLMScorer:
         return sums
 
     def pll(self, context: str, continuation: str, where: str = "request") -> float:
-        """Pseudo-log-likelihood of every continuation token (protocol `pll`)."""
-        return self.units_logprobs([self._choice_unit(context, continuation, where)])[0]
+        """Pseudo-log-likelihood of every continuation token (protocol `pll`); `where` names the request in errors."""
+        with _named(where):
+            return self.units_logprobs([self._choice_unit(context, continuation)])[0]
 
     def pll_shared(self, context: str, continuations: Sequence[str], where: str = "document") -> list[float]:
         """CrowS-Pairs: pseudo-log-likelihood of the tokens both continuations share (protocol `pll_shared`)."""
-        return [self.units_logprobs([unit])[0] for unit in self._pair_units(context, continuations, where)]
+        with _named(where):
+            return [self.units_logprobs([unit])[0] for unit in self._pair_units(context, continuations)]
 
-    def _choice_unit(self, context: str, continuation: str, where: str) -> tuple[MaskedInput, list[int]]:
-        encoded = self._checked(self.encode(context, continuation, where), where)
+    def _choice_unit(self, context: str, continuation: str) -> tuple[MaskedInput, list[int]]:
+        encoded = self._checked(self.encode(context, continuation))
         return encoded, list(encoded.continuation_positions)
 
-    def _pair_units(self, context: str, continuations: Sequence[str], where: str) -> list[tuple[MaskedInput, list[int]]]:
+    def _pair_units(self, context: str, continuations: Sequence[str]) -> list[tuple[MaskedInput, list[int]]]:
         if len(continuations) != 2:
-            raise DocumentError(
-                f"{where}: masked_protocol pll_shared needs exactly 2 choices, got {len(continuations)}"
-            )
-        first, second = (self._checked(self.encode(context, c, where), where) for c in continuations)
+            raise RequestError(f"masked_protocol pll_shared needs exactly 2 choices, got {len(continuations)}")
+        first, second = (self._checked(self.encode(context, c)) for c in continuations)
         return list(zip((first, second), shared_positions(first, second)))
 
-    def _checked(self, encoded: MaskedInput, where: str) -> MaskedInput:
+    def _checked(self, encoded: MaskedInput) -> MaskedInput:
         if len(encoded.input_ids) > self.max_length:
-            raise DocumentError(
-                f"{where}: {len(encoded.input_ids)} tokens exceed the masked LM's maximum length {self.max_length}"
-            )
+            raise RequestError(
+                f"{len(encoded.input_ids)} tokens exceed the masked LM's maximum length {self.max_length}")
         if not encoded.continuation_positions:
-            raise DocumentError(f"{where}: a choice has no tokens to score")
+            raise RequestError("a choice has no tokens to score")
         return encoded
 
-    def units(self, doc, protocol: str, where: str) -> list[tuple[MaskedInput, list[int]]]:
+    def _units(self, request: DocumentRequest) -> list[tuple[MaskedInput, list[int]]]:
         """A document's sentences to score, one per choice: the encoded input and the positions masked in turn."""
-        if protocol == "pll_shared":
-            return self._pair_units(doc.context, doc.continuations, where)
-        return [self._choice_unit(doc.context, c, where) for c in doc.continuations]
+        if request.shared_tokens:
+            return self._pair_units(request.context, request.continuations)
+        return [self._choice_unit(request.context, c) for c in request.continuations]
+
+    # --- the seam (scoring/backend.py) ------------------------------------------------------------------------------
+
+    def document_loglikelihoods(self, requests: Sequence[DocumentRequest],
+                                on_batch: OnBatch | None = None) -> list[list[float]]:
+        """Whole documents: with shared tokens a choice's score depends on the other sentence of its pair. Every
+        document is encoded (and checked) before any is scored; `batch_size` sentences go through the model at once."""
+        pending = []  # (document, choice, unit), in request order
+        for d, request in enumerate(requests):
+            try:
+                pending += [(d, c, unit) for c, unit in enumerate(self._units(request))]
+            except RequestError as exc:
+                raise RequestError(exc.problem, d) from None
+        rows: list[list[float]] = [[0.0] * len(request.continuations) for request in requests]
+        step = self._units_per_batch([unit for _, _, unit in pending])
+        for start in range(0, len(pending), step):
+            chunk = pending[start:start + step]
+            values = self.units_logprobs([unit for _, _, unit in chunk])
+            for (d, c, _), value in zip(chunk, values):
+                rows[d][c] = value
+            if on_batch is not None:
+                on_batch(list(range(start, start + len(chunk))), values)
+        return rows
+
+    def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest],
+                       on_batch: OnBatch | None = None) -> list[float]:
+        """Loose requests, each scored on its own (the pll protocol)."""
+        documents = [DocumentRequest(r.context, (r.continuation,)) for r in requests]
+        return [values[0] for values in self.document_loglikelihoods(documents, on_batch)]
+
+    def cache_namespace(self, shared_tokens: bool) -> str | None:
+        protocol = "pll_shared" if shared_tokens else "pll"
+        if protocol not in self._namespaces:
+            from pytest_modelbench.scoring.cached import cache_namespace
+
+            self._namespaces[protocol] = cache_namespace(
+                self.cache, self.fingerprint, self.model, self.tokenizer, device=placement_label(self.model),
+                max_length=self.max_length, path="masked", masked_protocol=protocol,
+            )
+        return self._namespaces[protocol]
+
+    def describe(self) -> BackendInfo:
+        return BackendInfo(self.name, self.fingerprint or "", "masked", weights_dtype(self.model),
+                           placement_description(self.model), dict(self.explicit_settings))
 
     def score_documents(self, documents: Sequence, protocol: str = "pll", where: str = "",
                         label: str = "scoring") -> list[list[float]]:
-        from pytest_modelbench.scoring.cached import score_with_cache
-        from pytest_modelbench.scoring.progress import ScoringProgress
-
+        """Documents (DocumentRequests of a prepared task) under a masked protocol, through the front (scoring/front.py:
+        the score cache, progress); `where` comes before "document <id>" in errors."""
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown masked protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")
-        sizes = [len(doc.continuations) for doc in documents]
-        owners = [(d, i) for d, size in enumerate(sizes) for i in range(size)]  # (document, choice) per request
-        namespace = self._cache_namespace(protocol)
-        keys = None
-        if namespace is not None:
-            from pytest_modelbench.scoring.score_cache import request_key
-
-            keys = [request_key(namespace, documents[d].context, _cache_continuation(documents[d], i, protocol))
-                    for d, i in owners]
-
-        def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
-            units_of: dict[int, list] = {}  # every document with a choice to compute is encoded (and checked) first
-            for d in sorted({owners[i][0] for i in todo}):
-                units_of[d] = self.units(documents[d], protocol, f"{where}document {documents[d].doc_id}")
-            pending = [units_of[owners[i][0]][owners[i][1]] for i in todo]
-            step = self._units_per_batch(pending)
-            for start in range(0, len(pending), step):
-                chunk = list(range(start, min(start + step, len(pending))))
-                on_done(chunk, self.units_logprobs([pending[j] for j in chunk]))
-
-        values = score_with_cache(len(owners), keys, self.cache, ScoringProgress(self.progress, label, sizes), compute)
-        per_document, start = [], 0
-        for size in sizes:
-            per_document.append(values[start:start + size])
-            start += size
-        return per_document
+        shared = protocol == "pll_shared"
+        requests = [DocumentRequest(doc.context, tuple(doc.continuations), shared) for doc in documents]
+        return self.front().document_values(requests, lambda d: f"{where}document {documents[d].doc_id}", label=label)
 
     def _units_per_batch(self, units: Sequence[tuple[MaskedInput, Sequence[int]]]) -> int:
         if self.batch_size != "auto":
@@ -218,31 +239,6 @@ class MaskedLMScorer:
         copies = max((len(positions) for _, positions in units), default=1) or 1
         return max(1, auto_batch_size(self.model, longest) // copies)
 
-    def _cache_namespace(self, protocol: str) -> str | None:
-        if protocol not in self._namespaces:
-            from pytest_modelbench.scoring.cached import cache_namespace
-
-            self._namespaces[protocol] = cache_namespace(
-                self.cache, self.fingerprint, self.model, self.tokenizer, device=placement_label(self.model),
-                max_length=self.max_length, path="masked", masked_protocol=protocol,
-            )
-        return self._namespaces[protocol]
-
-    # --- the backend protocol (scoring/backend.py) ------------------------------------------------------------------
-
-    def describe(self) -> BackendInfo:
-        return BackendInfo(self.name, self.fingerprint or "", "masked", weights_dtype(self.model),
-                           placement_description(self.model), dict(self.explicit_settings))
-
-    def score_task(self, prepared) -> list[float]:
-        """Whole documents: under pll_shared a choice's score depends on the other sentence of its pair."""
-        config = prepared.config
-        per_document = self.score_documents(
-            prepared.documents, config.masked_protocol, where=f"{config.source}: task '{config.task}', ",
-            label=config.task,
-        )
-        return [value for values in per_document for value in values]
-
     def generate_task(self, prepared) -> list[str]:
         raise output_type_unsupported(prepared, "masked LM")
 
@@ -251,20 +247,6 @@ class MaskedLMScorer:
 
     def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]:
         raise output_type_unsupported(prepared, "masked LM")
-
-    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
-        """Loose requests, each scored on its own (the pll protocol)."""
-        documents = [_LooseRequest(context, (continuation,), i) for i, (context, continuation) in enumerate(requests)]
-        return [values[0] for values in self.score_documents(documents, "pll", label="requests")]
-
-
-@dataclass(frozen=True)
-class _LooseRequest:
-    """A request outside any task, shaped as a one-choice document."""
-
-    context: str
-    continuations: tuple[str, ...]
-    doc_id: int
 
 
 def shared_positions(first: MaskedInput, second: MaskedInput) -> tuple[list[int], list[int]]:
@@ -282,8 +264,10 @@ def shared_positions(first: MaskedInput, second: MaskedInput) -> tuple[list[int]
     return positions_first, positions_second
 
 
-def _cache_continuation(doc, choice: int, protocol: str) -> str:
-    """What a cached score depends on besides the context: under pll_shared, both sentences of the pair."""
-    if protocol == "pll_shared":
-        return json.dumps([list(doc.continuations), choice], ensure_ascii=False)
-    return doc.continuations[choice]
+@contextmanager
+def _named(where: str) -> Iterator[None]:
+    """A request the scorer cannot score, as a DocumentError naming it (for callers outside the front)."""
+    try:
+        yield
+    except RequestError as exc:
+        raise DocumentError(f"{where}: {exc.problem}") from None

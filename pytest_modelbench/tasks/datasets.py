@@ -108,6 +108,16 @@ def _resolved_kwargs(config: TaskConfig) -> dict[str, Any]:
     return kwargs
 
 
+def resolved_data_files(config: TaskConfig, split: str | None) -> list[str]:
+    """The YAML's own data_files for one split (all of them when not split by name), resolved; [] without any."""
+    data_files = _resolved_kwargs(config).get("data_files")
+    if isinstance(data_files, dict):
+        data_files = data_files.get(split)
+    if isinstance(data_files, str):
+        return [data_files]
+    return [f for f in data_files or () if isinstance(f, str)]
+
+
 def _resolve_paths(value: Any, base: Path) -> Any:
     if isinstance(value, str):
         return value if "://" in value or os.path.isabs(value) else str(base / value)

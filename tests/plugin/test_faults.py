@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelbench.gate.baseline import parse
+from pytest_modelbench.gate.baseline_file import parse
 from tests.fixtures.gate_tasks import pool_documents, write_task
 from tests.plugin.gate_project import _one_torch_thread  # noqa: F401 - fixture
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_modelbench.gate.baseline import parse
+from pytest_modelbench.gate.baseline_file import parse
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     TASK,
     _one_torch_thread,

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from pytest_modelbench.gate.baseline import parse
+from pytest_modelbench.gate.baseline_file import parse
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     _one_torch_thread,

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_modelbench import atomic_files
 from pytest_modelbench.atomic_files import write_text_atomic
-from pytest_modelbench.gate.baseline import dumps, parse
+from pytest_modelbench.gate.baseline_file import dumps, parse
 from tests.fixtures.gate_records import make_record
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_modelbench.errors import BaselineError, DatasetError, DocumentError, ModelLoadError, TaskConfigError
 from pytest_modelbench.evaluation import evaluate_task
-from pytest_modelbench.gate.baseline import parse
+from pytest_modelbench.gate.baseline_file import parse
 from pytest_modelbench.tasks.config import TaskConfig, load_task_config
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask, prepare_task
@@ -113,7 +113,7 @@ def test_non_finite_number_in_a_baseline_names_the_file(constant):
 
 
 def make_record_text() -> str:
-    from pytest_modelbench.gate.baseline import dumps
+    from pytest_modelbench.gate.baseline_file import dumps
 
     return dumps(make_record({"acc": [1, 0, 1, 1]}, ["a", "b", "a", "b"]))
 

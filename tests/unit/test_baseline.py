@@ -8,17 +8,14 @@ import numpy as np
 import pytest
 
 from pytest_modelbench.errors import BaselineError
-from pytest_modelbench.gate import baseline as bl
 from pytest_modelbench.gate.baseline import (
-    FORMAT,
     Tolerance,
     document_hash,
     document_keys,
-    dumps,
-    parse,
     rebaseline_problem,
     record_from_evaluation,
 )
+from pytest_modelbench.gate.baseline_file import FORMAT, checksum, dumps, parse
 from pytest_modelbench.metrics.registry import Margin
 from tests.fixtures.gate_records import ACC, DIFF, fake_evaluation, make_record, provenance
 
@@ -120,7 +117,7 @@ def test_corrupt_or_edited_baseline_names_the_file(tmp_path, mutate, message):
 
 
 def _resealed(document: dict) -> str:
-    document["checksum"] = bl.checksum(document)
+    document["checksum"] = checksum(document)
     return json.dumps(document)
 
 

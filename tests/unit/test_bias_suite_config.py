@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_modelbench.errors import DocumentError, TaskConfigError
-from pytest_modelbench.gate.baseline import parse
+from pytest_modelbench.gate.baseline_file import parse
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.task import prepare_task
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml

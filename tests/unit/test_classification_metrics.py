@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from pytest_modelbench.errors import MetricError, TaskConfigError
-from pytest_modelbench.gate.baseline import Tolerance, dumps, parse, record_from_evaluation
+from pytest_modelbench.gate.baseline import Tolerance, record_from_evaluation
+from pytest_modelbench.gate.baseline_file import dumps, parse
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.statistics import Verdict
 from pytest_modelbench.metrics.classification import aggregate_f1, aggregate_mcc

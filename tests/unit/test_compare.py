@@ -8,11 +8,13 @@ import pytest
 import math
 from statistics import NormalDist
 
-from pytest_modelbench.gate.baseline import Tolerance, dumps
+from pytest_modelbench.gate.baseline import Tolerance
+from pytest_modelbench.gate.baseline_file import dumps
 from pytest_modelbench.gate.compare import compare, holm_weights, paired_test
 from pytest_modelbench.gate.statistics import Verdict
 from pytest_modelbench.metrics.registry import Margin
-from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineUpdateExtension, gate_texts
+from pytest_modelbench.gate.judge import gate_texts
+from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineUpdateExtension
 from tests.fixtures.gate_records import STEREO, make_record
 
 TOL = Tolerance(absolute_margin=0.01, relative_margin=0.0, alpha=0.05)
@@ -234,7 +236,8 @@ def _stereoset(task, n_per_domain, stereo_rate, seed=0):
 
 
 def test_aggregate_metrics_are_stored_and_bootstrapped_with_their_documents():
-    from pytest_modelbench.gate.baseline import parse, record_from_evaluation
+    from pytest_modelbench.gate.baseline import record_from_evaluation
+    from pytest_modelbench.gate.baseline_file import parse
     from tests.fixtures.gate_records import provenance
 
     def record(evaluation):

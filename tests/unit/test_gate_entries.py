@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_modelbench.gate.baseline import Tolerance, dumps, record_from_evaluation
+from pytest_modelbench.gate.baseline import Tolerance, record_from_evaluation
+from pytest_modelbench.gate.baseline_file import dumps
 from pytest_modelbench.gate.compare import compare
-from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineUpdateExtension, gate_texts
+from pytest_modelbench.gate.judge import gate_texts
+from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineUpdateExtension
 from tests.fixtures.gate_records import provenance
 from tests.unit.test_compare import _stereoset
 
@@ -27,7 +29,7 @@ def stereoset_texts():
 
 def test_aggregate_metrics_are_never_dropped_from_a_comparison(stereoset_texts):
     stored, candidate, _ = stereoset_texts
-    from pytest_modelbench.gate.baseline import parse
+    from pytest_modelbench.gate.baseline_file import parse
 
     with pytest.raises(ValueError, match="metric 'lms' is an aggregate: compare\\(\\) needs the candidate's documents"):
         compare(parse(stored, "b.json"), parse(candidate, "c.json"), TOL)

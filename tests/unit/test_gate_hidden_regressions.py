@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_modelbench.gate.baseline import MetricInfo, Tolerance, parse
+from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
+from pytest_modelbench.gate.baseline_file import parse
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.statistics import Verdict
 from pytest_modelbench.metrics.registry import METRICS

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_modelbench.errors import ModelbenchError
-from pytest_modelbench.gate.baseline import checksum, dumps, parse
+from pytest_modelbench.gate.baseline_file import checksum, dumps, parse
 from pytest_modelbench.tasks.config import is_task_file, load_task_config
 from pytest_modelbench.tasks.templates import DocResolver, render
 from pytest_modelbench.tasks.yaml_loader import load_merged_yaml

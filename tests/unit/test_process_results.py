@@ -14,9 +14,10 @@ import pytest
 
 from pytest_modelbench.errors import DocumentError, MetricError, TaskConfigError
 from pytest_modelbench.evaluation import evaluate_task
-from pytest_modelbench.gate.baseline import Tolerance, dumps, record_from_evaluation
+from pytest_modelbench.gate.baseline import Tolerance, record_from_evaluation
+from pytest_modelbench.gate.baseline_file import dumps
 from pytest_modelbench.gate.statistics import Verdict
-from pytest_modelbench.gate.syrupy_extension import gate_texts
+from pytest_modelbench.gate.judge import gate_texts
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.task import prepare_task
@@ -447,7 +448,7 @@ def list_record_text(tmp_path, answers, tolerance=Tolerance()):
 
 
 def test_list_values_are_stored_per_document_and_round_trip_with_their_lengths(tmp_path):
-    from pytest_modelbench.gate.baseline import parse
+    from pytest_modelbench.gate.baseline_file import parse
 
     _, evaluation, text = list_record_text(tmp_path, GOOD)
     document = json.loads(text)
@@ -477,7 +478,7 @@ def test_list_values_are_stored_per_document_and_round_trip_with_their_lengths(t
 ])
 def test_a_damaged_list_cell_is_refused_naming_the_file(tmp_path, edit, problem):
     from pytest_modelbench.errors import BaselineError
-    from pytest_modelbench.gate.baseline import checksum, parse
+    from pytest_modelbench.gate.baseline_file import checksum, parse
 
     _, _, text = list_record_text(tmp_path, GOOD)
     document = json.loads(text)
@@ -542,7 +543,7 @@ def test_the_paired_bootstrap_indexes_object_columns_of_equal_length_lists_by_do
 def test_the_most_changed_documents_show_list_values_even_of_another_length(tmp_path):
     from dataclasses import replace
 
-    from pytest_modelbench.gate.baseline import parse
+    from pytest_modelbench.gate.baseline_file import parse
     from pytest_modelbench.gate.changed_documents import most_changed
 
     prepared, _, text = list_record_text(tmp_path, GOOD)

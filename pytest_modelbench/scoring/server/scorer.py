@@ -31,8 +31,9 @@ import warnings
 from typing import Any, Callable, Sequence
 
 from pytest_modelbench.errors import RequestError, ServerError, TaskConfigError
-from pytest_modelbench.scoring.backend import BackendInfo, RequestBackend, output_type_unsupported
+from pytest_modelbench.scoring.backend import BackendInfo, LoglikelihoodRequest, OnBatch, output_type_unsupported
 from pytest_modelbench.scoring.causal import DEFAULT_MAX_LENGTH, CausalTokenizer
+from pytest_modelbench.scoring.front import TaskFront
 from pytest_modelbench.scoring.server import identity
 from pytest_modelbench.scoring.server.client import (
     CompletionsServer, Generated, ServedModel, ServerRefused, call_with_retries,
@@ -51,7 +52,7 @@ SAMPLING_DEFAULTS = {"top_k": 50, "top_p": 1.0}
 NO_OP_DECODING = {"num_beams": 1, "repetition_penalty": 1.0, "length_penalty": 1.0, "no_repeat_ngram_size": 0}
 
 
-class ServerScorer(RequestBackend):
+class ServerScorer(TaskFront):
     """A backend (scoring/backend.py) over one or more servers serving the same weights; build it with `connect`."""
 
     def __init__(self, pool: ServerPool, encoder: CausalTokenizer, *, prompt_limit: int, info: BackendInfo,
@@ -182,31 +183,33 @@ class ServerScorer(RequestBackend):
     def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]:
         raise output_type_unsupported(prepared, "scoring server (--server-url)")
 
-    def loglikelihood(self, requests: Sequence[tuple[str, str]], *, documents: Sequence[int] | None = None,
-                      label: str = "scoring") -> list[float]:
-        from pytest_modelbench.scoring.cached import score_requests
+    def cache_namespace(self, shared_tokens: bool) -> str | None:
+        """The seam's: the servers' probed identity and the settings, the same for every request."""
+        return self.namespace
 
-        requests = list(requests)
+    def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest],
+                       on_batch: OnBatch | None = None) -> list[float]:
+        """The seam (scoring/backend.py): each request one prompt, `prompts_per_request` prompts to an HTTP request."""
+        encoded = self.encoder.encode_pairs([(r.context, r.continuation) for r in requests])
+        prompts = []
+        for j, request in enumerate(encoded):
+            try:
+                prompts.append(self._prompt(request.context, request.continuation))
+            except RequestError as exc:
+                raise RequestError(exc.problem, j) from None
+        step = self.prompts_per_request
+        batches = [list(range(start, min(start + step, len(prompts)))) for start in range(0, len(prompts), step)]
+        values = [0.0] * len(prompts)
 
-        def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
-            encoded = self.encoder.encode_pairs([requests[i] for i in todo])
-            prompts = []
-            for j, request in enumerate(encoded):
-                try:
-                    prompts.append(self._prompt(request.context, request.continuation))
-                except RequestError as exc:
-                    raise RequestError(exc.problem, todo[j]) from None
-            step = self.prompts_per_request
-            batches = [list(range(start, min(start + step, len(prompts)))) for start in range(0, len(prompts), step)]
+        def batch_done(b: int, logprobs: list[list[float]]) -> None:
+            batch = [sum(lp[len(lp) - len(encoded[j].continuation):]) for j, lp in zip(batches[b], logprobs)]
+            for j, value in zip(batches[b], batch):
+                values[j] = value
+            if on_batch is not None:
+                on_batch(batches[b], batch)
 
-            def batch_done(b: int, logprobs: list[list[float]]) -> None:
-                values = [sum(lp[len(lp) - len(encoded[j].continuation):]) for j, lp in zip(batches[b], logprobs)]
-                on_done(batches[b], values)
-
-            self.pool.run([[prompts[j] for j in batch] for batch in batches], batch_done)
-
-        return score_requests(requests, compute, namespace=self.namespace, cache=self.cache,
-                              progress=self.progress, documents=documents, label=label)
+        self.pool.run([[prompts[j] for j in batch] for batch in batches], batch_done)
+        return values
 
     def _prompt(self, context: tuple[int, ...], continuation: tuple[int, ...]) -> list[int]:
         if not continuation:

@@ -1,0 +1,67 @@
+"""`python -m pytest_modelbench merge RECORD...`: one verdict from the run records of a session's shards.
+
+Prints the scores and the gate's summary as the one process would, writes the reports asked for, and exits as pytest
+would have (0 passed, 1 a task or test failed or a baseline is unused); records that cannot be merged exit 4 (as a
+pytest usage error) with one line naming them (run_record.py says what is refused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from pytest_modelbench.atomic_files import write_text_atomic
+from pytest_modelbench.report import format_table
+from pytest_modelbench.run_record import RunRecordError, merge, read_record
+
+EXIT_REFUSED = 4
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pytest_modelbench")
+    commands = parser.add_subparsers(dest="command", required=True)
+    merging = commands.add_parser("merge", help="judge the run records of a session's shards as one session")
+    merging.add_argument("records", nargs="+", type=Path, metavar="RECORD", help="one run record per shard")
+    merging.add_argument("--results-json", type=Path, metavar="PATH", help="write the session's scores and verdicts")
+    merging.add_argument("--md-report", type=Path, metavar="PATH", help="write the gate results as markdown")
+    merging.add_argument("--html-report", type=Path, metavar="PATH", help="write the gate results as an HTML page")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        merged = merge([read_record(path) for path in args.records])
+    except RunRecordError as exc:
+        print(f"modelbench merge: refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    rows = [tuple(row) for scores in merged.scores for row in scores["rows"]]
+    if rows:
+        print("modelbench scores")
+        for line in format_table(("task", "category", "metric", "value ± stderr", "n"), rows):
+            print(line)
+    title, lines = merged.decision.terminal_section()
+    if lines:
+        print(title)
+        for line in lines:
+            print(line)
+    outputs = []
+    if args.results_json is not None:
+        outputs.append(("--results-json", args.results_json, merged.results_json()))
+    merged.decision.write_reports(md_report=args.md_report, html_report=args.html_report,
+                                  write=lambda option, path, text: outputs.append((option, path, text)))
+    for option, path, text in outputs:
+        try:
+            write_text_atomic(path, text)
+        except OSError as exc:
+            print(f"modelbench merge: {option} {path}: cannot write the file ({exc.strerror or exc})", file=sys.stderr)
+            return EXIT_REFUSED
+    shards = len(merged.records)
+    print(f"modelbench merge: {shards} shard(s) of session {merged.records[0].session_id} merged")
+    return merged.exit_status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

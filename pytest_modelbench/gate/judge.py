@@ -1,0 +1,271 @@
+"""Judging one evaluated task against its stored baseline: the candidate record, the comparison, the outcome.
+
+`judge_task` never raises for a gate outcome: it returns the task's `GateResult` and, when the task must fail, the
+error to fail it with (`Judgement.error`): a GateFailure holding the category table for a regression, a
+BaselineError for a missing, corrupt or incomparable baseline. Writing a baseline is the caller's (`persist`, the
+pytest layer's --snapshot-update through syrupy); the judgement says what was written.
+
+Outcomes (without --score-only):
+  PASS, IMPROVED, INCONCLUSIVE entries   → passes; improvements and inconclusive entries (with their minimum
+                                           detectable effect) are reported, never failed on.
+  any REGRESSED entry                    → fails with the category table, worst first.
+  baseline missing                       → fails ("no baseline ..."), as syrupy does for a missing snapshot.
+  baseline corrupt / hand-edited         → fails with an error naming the file; the file is left untouched.
+  baseline not comparable                → fails with "re-baseline required", what changed, this run's scores
+                                           and how to compare (another --baseline-name, or --snapshot-update).
+With --snapshot-update the last four write the candidate's record instead (and the task passes); a baseline whose
+entries all stay inside the band is never rewritten. --snapshot-update-new-only writes missing baselines only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import json
+import platform
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from pytest_modelbench.errors import BaselineError, ModelbenchError
+from pytest_modelbench.gate.baseline import (
+    BaselineRecord,
+    Provenance,
+    comparability_problems,
+    rebaseline_problem,
+    record_from_evaluation,
+)
+from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem
+from pytest_modelbench.gate.changed_documents import most_changed
+from pytest_modelbench.gate.compare import TaskComparison, compare
+from pytest_modelbench.gate.policy import GatePolicy
+from pytest_modelbench.gate.report import (
+    STATUS_CREATED,
+    STATUS_INVALID,
+    STATUS_MISSING,
+    STATUS_OFF,
+    STATUS_REBASELINE,
+    STATUS_UPDATED,
+    GateResult,
+    failure_message,
+    rebaseline_message,
+    score_rows,
+)
+from pytest_modelbench.gate.storage import BaselineStore
+from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
+from pytest_modelbench.tasks.identity import TaskId
+
+CAUSAL_PROTOCOL = "causal-lm loglikelihood, lm-eval 0.4.13 request rules"
+MASKED_PROTOCOL = "masked-lm pseudo-log-likelihood"
+GENERATION_PROTOCOL = "causal-lm greedy generation, lm-eval 0.4.13 generate_until rules"
+PACKAGES = ("pytest-modelbench", "torch", "transformers", "tokenizers", "datasets", "numpy")
+
+# (baseline path, candidate text, stored text, outcome) → whether the candidate's record was written
+Persist = Callable[[Path, str, "str | None", "GateOutcome | None"], bool]
+
+
+class GateFailure(ModelbenchError):
+    """A task regressed against its baseline; the message holds the category table."""
+
+
+@dataclass
+class Judgement:
+    result: GateResult
+    error: ModelbenchError | None = None  # the task fails with it
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the comparator found: a comparison, or the problem that prevents one."""
+
+    comparison: TaskComparison | None
+    problem: str | None = None
+    kind: str = ""  # "invalid" (stored file unusable) | "rebaseline" (not comparable) | ""
+    baseline: BaselineRecord | None = None  # the stored record, when compared or not comparable
+
+    def holds(self, *, include_improvements: bool) -> bool:
+        """The stored baseline still describes the candidate (no rewrite needed)."""
+        return self.comparison is not None and not self.comparison.out_of_band(
+            include_improvements=include_improvements
+        )
+
+
+def gate_texts(
+    candidate_text: str, baseline_text: str, documents: Sequence[Any] | None = None,
+    aggregates: Mapping[str, Any] | None = None,
+) -> GateOutcome:
+    """Parse both serialized records and apply the gate with the candidate's tolerance. Never raises for bad input.
+
+    `documents` (the candidate's DocumentRequests) are needed by metrics with their own aggregate (StereoSet);
+    `aggregates`: the scored metrics' aggregates by name (compare()).
+    Without them such a record is not compared at all (the outcome says why): a comparison never leaves an entry out.
+    """
+    candidate, problem = parse_or_problem(candidate_text)
+    if candidate is None:
+        return GateOutcome(None, f"the candidate record is not valid: {problem}", "invalid")
+    baseline, problem = parse_or_problem(baseline_text)
+    if baseline is None:
+        return GateOutcome(None, problem, "invalid")
+    problem = rebaseline_problem(baseline, candidate)
+    if problem is not None:
+        return GateOutcome(None, problem, "rebaseline", baseline=baseline)
+    aggregated = [m.name for m in candidate.metrics if m.aggregate]
+    if aggregated and documents is None:
+        return GateOutcome(
+            None, f"metrics {', '.join(aggregated)} are aggregates over the task's documents and can only be compared "
+            "in the run that scored them", "invalid",
+        )
+    return GateOutcome(compare(baseline, candidate, candidate.tolerance, documents, aggregates),
+                       baseline=baseline)
+
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def scoring_protocol(evaluation: Any, backend: Any, batch_size: int | str) -> str:
+    """How the numbers were produced; a baseline scored under another protocol is not comparable.
+
+    An explicit `scoring_protocol` carried by the evaluation wins; otherwise what was run (causal log-likelihood,
+    masked pseudo-log-likelihood with the task's masked protocol, greedy generation, or sampled generation with its
+    settings, seed and batch size), the scorer's knobs from --model-args (add_bos_token, prefix_token_id, max_length)
+    and the prompt format (--apply-chat-template, ...).
+    """
+    explicit = getattr(evaluation, "scoring_protocol", None) or getattr(evaluation.prepared, "scoring_protocol", None)
+    if explicit:
+        return str(explicit)
+    leaves = getattr(evaluation, "leaves", None)
+    if leaves is not None:  # a group (metrics/group_scores.py): its tasks' protocols, each once
+        return " | ".join(dict.fromkeys(scoring_protocol(leaf, backend, batch_size) for leaf in leaves))
+    generated = getattr(evaluation, "generations", None) is not None
+    if generated and evaluation.prepared.config.generation.sampling:
+        # The seed and the batch size choose the draw, so a run reproduces its baseline's answers only with both.
+        settings = evaluation.prepared.config.generation.label()
+        if str(getattr(backend, "device", "")).startswith("server"):  # the server's sampler: other draws than torch's
+            base = (f"causal-lm sampled generation on a server ({settings}; seed {SAMPLING_SEED} per request), "
+                    "lm-eval 0.4.13 generate_until rules")
+        else:
+            base = (f"causal-lm sampled generation ({settings}; torch seed {SAMPLING_SEED} per task, batch size "
+                    f"{batch_size}), lm-eval 0.4.13 generate_until rules")
+    elif generated:
+        base = GENERATION_PROTOCOL
+    elif getattr(backend, "model_type", "causal") == "masked":
+        masked = getattr(evaluation.prepared.config, "masked_protocol", None) or "pll"
+        base = f"{MASKED_PROTOCOL} ({masked})"
+    else:
+        base = CAUSAL_PROTOCOL
+    knobs = "".join(f"; {k}={v}" for k, v in sorted((getattr(backend, "scorer_kwargs", None) or {}).items()))
+    prompt = getattr(evaluation.prepared, "prompt_label", "")  # chat template, system instruction
+    return base + knobs + (f"; {prompt}" if prompt else "")
+
+
+def provenance(evaluation: Any, runner: Any) -> Provenance:
+    """Where the candidate's numbers come from: model, weights, task config, data, protocol, packages."""
+    backend = runner.backend().describe()
+    options = runner.options
+    prepared = evaluation.prepared
+    dtype = backend.dtype
+    requested = str(options.dtype)
+    batch_size = runner.batch_size_for(prepared.config.output_type)
+    return Provenance(
+        model=str(backend.name or options.model),
+        model_fingerprint=str(backend.fingerprint),
+        task_config_hash=prepared.config.config_hash,
+        data_fingerprint=prepared.data_fingerprint,
+        limit=prepared.limit,
+        num_fewshot=int(prepared.num_fewshot),
+        scoring_protocol=scoring_protocol(evaluation, backend, batch_size),
+        dtype=(dtype or requested) if requested in ("auto", dtype) or not dtype else f"{requested} ({dtype})",
+        batch_size=batch_size,
+        device=backend.device,
+        packages=package_versions(),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePolicy, store: BaselineStore,
+               gated_tasks: int, persist: Persist, changed_documents: bool = False) -> Judgement:
+    """Gate one evaluated task (see the module docstring for the outcomes). `gated_tasks`: the tasks sharing the
+    session's alpha; `changed_documents`: list the most changed documents (for the HTML report)."""
+    task_config = evaluation.prepared.config
+    path = store.path(identity)
+    shown = store.display(path)
+    common: dict[str, Any] = {"task": identity.key, "baseline": shown, "baseline_name": policy.baseline_name}
+    if policy.score_only:
+        return Judgement(GateResult(status=STATUS_OFF, note="--score-only: no gate ran", **common))
+    candidate = record_from_evaluation(
+        evaluation, suite=identity.suite, baseline_name=policy.baseline_name,
+        provenance=provenance(evaluation, runner),
+        tolerance=policy.tolerance(task_config, gated_tasks, evaluation.scores.metrics),
+    )
+    candidate_text = dumps(candidate)
+    stored_text, common["working_tree_differs"] = store.read(path)
+    common["baseline_provenance"] = _stored_provenance(stored_text)
+    common["candidate_provenance"] = dataclasses.asdict(candidate.provenance)
+    common["baseline_ref"] = None if policy.baseline_ref is None else policy.baseline_ref.ref
+    aggregates = {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
+    outcome = (gate_texts(candidate_text, stored_text, evaluation.prepared.documents, aggregates)
+               if stored_text is not None else None)
+    written = persist(path, candidate_text, stored_text, outcome)
+    task = task_config.task
+    if outcome is None or outcome.comparison is None:  # scored but not compared: the report shows the scores
+        common["scores"] = score_rows(candidate, None if outcome is None else outcome.baseline)
+
+    if outcome is None:
+        if written:
+            return Judgement(GateResult(status=STATUS_CREATED, note=f"baseline written to {shown}", **common))
+        at_ref = "" if policy.baseline_ref is None else f" at git ref {policy.baseline_ref.ref}"
+        return Judgement(
+            GateResult(status=STATUS_MISSING, note=f"no baseline{at_ref}", **common),
+            BaselineError(f"{path}: no baseline '{policy.baseline_name}' for task '{task}'{at_ref}; record one from "
+                          "a trusted model with pytest --snapshot-update"),
+        )
+    if outcome.comparison is None:
+        if written:
+            return Judgement(GateResult(status=STATUS_UPDATED, note=f"re-recorded ({_first_clause(outcome.problem)})",
+                                        **common))
+        if outcome.kind == "rebaseline" and outcome.baseline is not None:
+            problems = comparability_problems(outcome.baseline, candidate)
+            return Judgement(
+                GateResult(status=STATUS_REBASELINE, note=_first_clause(outcome.problem), **common),
+                BaselineError(rebaseline_message(problems, shown, policy.baseline_name, common["scores"])),
+            )
+        return Judgement(GateResult(status=STATUS_INVALID, note=_first_clause(outcome.problem), **common),
+                         BaselineError(f"{path}: {outcome.problem}"))
+
+    comparison = outcome.comparison
+    result = GateResult.from_comparison(comparison, **common)
+    if changed_documents and outcome.baseline is not None:
+        result.changed_documents = most_changed(outcome.baseline, candidate, evaluation.prepared.documents)
+    if written:
+        result.status = STATUS_UPDATED
+        result.note = f"re-recorded: {len(comparison.regressed)} regressed, {len(comparison.improved)} improved entries"
+        return Judgement(result)
+    if not comparison.regressed:
+        return Judgement(result)
+    stored_model = str((common["baseline_provenance"] or {}).get("model", "?"))
+    return Judgement(result, GateFailure(
+        failure_message(comparison, shown, policy.baseline_name, candidate.provenance.model, stored_model)
+    ))
+
+
+def _first_clause(problem: str | None) -> str:
+    text = str(problem or "")
+    return text.split(". ")[0].split("; restore")[0]
+
+
+def _stored_provenance(stored_text: str | None) -> dict[str, Any] | None:
+    """The stored baseline's provenance as written, for reports; None when there is none to read."""
+    try:
+        provenance = json.loads(stored_text or "null")["provenance"]
+    except Exception:
+        return None
+    return provenance if isinstance(provenance, dict) else None

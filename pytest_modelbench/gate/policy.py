@@ -1,0 +1,112 @@
+"""The gate's policy for one session: which baselines, which margins and alpha, how alpha is shared, and whether the
+run may write baselines. Plain values in, checked once; the pytest layer builds it from its options
+(gate/pytest_integration.py) and a merge (run_record.py) reads it back from the shards' records.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.gate.baseline import Tolerance
+from pytest_modelbench.gate.baseline_ref import BaselineRef
+from pytest_modelbench.gate.settings import resolve_tolerance
+from pytest_modelbench.tasks.config import gate_value_problem
+
+DEFAULT_BASELINE_NAME = "default"
+ERROR_CONTROL = ("session", "task")  # whose false-block rate alpha bounds
+# the command line's gate keys, by option (--gate-margin ...), checked as the YAML's gate block is
+TOLERANCE_OPTIONS = {"--gate-margin": "absolute_margin", "--gate-relative-margin": "relative_margin",
+                     "--gate-alpha": "alpha"}
+
+
+class GateOptionError(ModelbenchError):
+    """Gate options that contradict each other or hold a value the gate cannot use; the message names the option."""
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    baselines_dir: Path
+    baseline_name: str = DEFAULT_BASELINE_NAME
+    overrides: Mapping[str, float] = field(default_factory=dict)  # absolute_margin, relative_margin, alpha
+    error_control: str = "session"
+    update: bool = False  # --snapshot-update: write missing and out-of-band baselines
+    update_new_only: bool = False  # --snapshot-update-new-only: write missing ones only
+    score_only: bool = False  # no gate at all
+    baseline_ref: BaselineRef | None = None  # read the baselines from a git ref
+
+    @property
+    def name_dir(self) -> Path:
+        return self.baselines_dir / self.baseline_name
+
+    @property
+    def writes(self) -> bool:
+        return self.update or self.update_new_only
+
+    def tolerance(self, task_config: Any, gated_tasks: int, metrics: Sequence[Any] | None = None) -> Tolerance:
+        """The task's (or group's) gate settings (gate/settings.py), its alpha shared by `gated_tasks` tasks under
+        session error control."""
+        tasks = gated_tasks if self.error_control == "session" else 1
+        return resolve_tolerance(task_config, self.overrides, tasks, metrics)
+
+    def as_json(self) -> dict[str, Any]:
+        """What a run record holds of the policy: shards judged under other settings are not one session."""
+        return {
+            "baseline_name": self.baseline_name, "overrides": dict(sorted(self.overrides.items())),
+            "error_control": self.error_control, "score_only": self.score_only,
+            "baseline_ref": None if self.baseline_ref is None else self.baseline_ref.commit,
+        }
+
+
+def checked_overrides(values: Mapping[str, float | None]) -> dict[str, float]:
+    """The command line's margins and alpha (by option name) as gate keys; GateOptionError names a bad one."""
+    overrides = {}
+    for option, value in values.items():
+        if value is None:
+            continue
+        key = TOLERANCE_OPTIONS[option]
+        problem = gate_value_problem(key, value)
+        if problem:
+            raise GateOptionError(f"{option} {problem}")
+        overrides[key] = float(value)
+    return overrides
+
+
+def checked_policy(
+    *, baselines_dir: Path, baseline_name: str, overrides: Mapping[str, float], error_control: str, update: bool,
+    update_new_only: bool, score_only: bool, baseline_ref: str | None, reports: Sequence[str] = (),
+) -> GatePolicy:
+    """The policy, or GateOptionError for options that cannot go together. `reports`: the gate-report options given
+    (--md-report ...), which --score-only refuses."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", baseline_name):
+        raise GateOptionError(
+            f"--baseline-name must be a simple name (letters, digits, '.', '_', '-'), got {baseline_name!r}"
+        )
+    if error_control not in ERROR_CONTROL:
+        raise GateOptionError(f"--gate-error-control must be one of {', '.join(ERROR_CONTROL)}, got {error_control!r}")
+    ref = None
+    if baseline_ref is not None:
+        if update or update_new_only:
+            raise GateOptionError(
+                "--baseline-ref reads the baselines from git and cannot write them: drop --snapshot-update "
+                "(record baselines on the branch the ref names)"
+            )
+        try:
+            ref = BaselineRef(baseline_ref, baselines_dir)
+        except ModelbenchError as exc:
+            raise GateOptionError(str(exc)) from None
+    if score_only:
+        given = [option for option, value in (
+            ("--snapshot-update", update), ("--snapshot-update-new-only", update_new_only),
+            ("--baseline-ref", ref is not None),
+        ) if value] + list(reports)
+        if given:
+            raise GateOptionError(f"--score-only runs no gate: drop {' and '.join(given)}")
+    return GatePolicy(
+        baselines_dir=baselines_dir, baseline_name=baseline_name, overrides=dict(overrides),
+        error_control=error_control, update=update, update_new_only=update_new_only, score_only=score_only,
+        baseline_ref=ref,
+    )

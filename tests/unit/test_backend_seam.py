@@ -1,0 +1,177 @@
+"""A backend written only against the documented seam (scoring/backend.py) runs a multiple_choice task end to end
+through the front the real backends use (scoring/front.py), and what it returns is checked there: too few values, a
+NaN, a row of the wrong shape or a value of the wrong kind is a named error naming the backend, the task and the first
+bad position."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+
+import pytest
+
+from pytest_modelbench.errors import BackendResultError, ModelLoadError, NonFiniteResultError
+from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.scoring.backend import BackendInfo, DocumentRequest, LoglikelihoodRequest
+from pytest_modelbench.scoring.front import ScoringFront
+from pytest_modelbench.scoring.score_cache import ScoreCache
+from pytest_modelbench.tasks.config import load_task_config
+from pytest_modelbench.tasks.task import prepare_task
+
+# What the test backend "knows": the answer it prefers for each question. It knows three of the four gold answers
+# and prefers a wrong one for the fourth, so accuracy is 3/4 by construction.
+PREFERRED = {"2 + 2?": "4", "Capital of France?": "Paris", "Colour of the sky?": "blue", "Largest planet?": "Saturn"}
+ROWS = [
+    {"q": "2 + 2?", "choices": ["3", "4", "5"], "label": 1},
+    {"q": "Capital of France?", "choices": ["Paris", "Rome"], "label": 0},
+    {"q": "Colour of the sky?", "choices": ["green", "blue"], "label": 1},
+    {"q": "Largest planet?", "choices": ["Jupiter", "Saturn"], "label": 0},
+]
+
+
+class KnowingBackend:
+    """Log-likelihood 0 for the answer it prefers, -1 per character for any other."""
+
+    def __init__(self):
+        self.scored: list[LoglikelihoodRequest] = []
+
+    def loglikelihoods(self, requests, on_batch=None):
+        self.scored += requests
+        return [self.value(request) for request in requests]
+
+    def value(self, request: LoglikelihoodRequest) -> float:
+        question = request.context.removeprefix("Question: ").removesuffix("\nAnswer:")
+        return 0.0 if PREFERRED[question] == request.continuation.strip() else -float(len(request.continuation))
+
+    def describe(self) -> BackendInfo:
+        return BackendInfo("test/knowing", "test:knowing", "causal", "", "nowhere")
+
+
+class CachedKnowingBackend(KnowingBackend):
+    def cache_namespace(self, shared_tokens):
+        return "test:knowing"
+
+
+MULTIPLE_CHOICE = "doc_to_target: label\ndoc_to_choice: choices\n"
+
+
+def toy_task(tmp_path, output_type="multiple_choice", keys=MULTIPLE_CHOICE):
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS), encoding="utf-8")
+    (tmp_path / "toy.yaml").write_text(textwrap.dedent(f"""\
+        task: toy
+        dataset_path: json
+        dataset_kwargs:
+          data_files: {{test: test.jsonl}}
+        test_split: test
+        output_type: {output_type}
+        doc_to_text: "Question: {{{{q}}}}\\nAnswer:"
+        """) + keys, encoding="utf-8")
+    return prepare_task(load_task_config(tmp_path / "toy.yaml"))
+
+
+def test_a_backend_of_the_seam_alone_runs_a_multiple_choice_task(tmp_path):
+    backend = KnowingBackend()
+    evaluation = evaluate_task(toy_task(tmp_path), ScoringFront(backend))
+    assert evaluation.scores.overall["acc"].value == 0.75
+    assert evaluation.loglikelihoods == [[-2.0, 0.0, -2.0], [0.0, -5.0], [-6.0, 0.0], [-8.0, 0.0]]
+    # the front sends every choice of every document, documents in order, each once
+    assert [(r.context, r.continuation) for r in backend.scored] == [
+        (f"Question: {row['q']}\nAnswer:", f" {choice}") for row in ROWS for choice in row["choices"]]
+
+
+def test_the_front_caches_what_a_seam_backend_returns(tmp_path):
+    prepared, cache = toy_task(tmp_path), ScoreCache(tmp_path / "scores.sqlite")
+    first = evaluate_task(prepared, ScoringFront(CachedKnowingBackend(), cache=cache))
+    rerun = CachedKnowingBackend()
+    again = evaluate_task(prepared, ScoringFront(rerun, cache=ScoreCache(tmp_path / "scores.sqlite")))
+    assert again.loglikelihoods == first.loglikelihoods and rerun.scored == []
+
+
+def test_a_backend_without_an_output_type_names_the_task_and_itself(tmp_path):
+    with pytest.raises(ModelLoadError, match=r"toy\.yaml: task 'toy': loglikelihood tasks are not supported by the "
+                                             r"KnowingBackend backend"):
+        evaluate_task(toy_task(tmp_path, "loglikelihood", 'doc_to_target: "{{choices[label]}}"\n'),
+                      ScoringFront(KnowingBackend()))
+
+
+# --- what comes back is checked ------------------------------------------------------------------------------------
+
+
+class ReturningBackend(KnowingBackend):
+    """Returns what `change` makes of the right values."""
+
+    def __init__(self, change):
+        super().__init__()
+        self.change = change
+
+    def loglikelihoods(self, requests, on_batch=None):
+        return self.change(super().loglikelihoods(requests))
+
+
+def evaluate_with(tmp_path, change):
+    return evaluate_task(toy_task(tmp_path), ScoringFront(ReturningBackend(change)))
+
+
+def test_too_few_values_name_the_backend_the_task_and_the_first_request_without_one(tmp_path):
+    with pytest.raises(BackendResultError, match=r"toy\.yaml: task 'toy', document 3, choice 1 \(' Saturn'\): backend "
+                                                 r"ReturningBackend \(model 'test/knowing'\) returned 8 values for 9 "
+                                                 r"requests"):
+        evaluate_with(tmp_path, lambda values: values[:-1])
+
+
+def test_too_many_values_are_refused_too(tmp_path):
+    with pytest.raises(BackendResultError, match=r"returned 10 values for 9 requests"):
+        evaluate_with(tmp_path, lambda values: values + [0.0])
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_non_finite_value_names_its_document_and_choice(tmp_path, bad):
+    def spoil(values):
+        values[4] = bad
+        return values
+
+    with pytest.raises(NonFiniteResultError, match=r"toy\.yaml: task 'toy', document 1, choice 1 \(' Rome'\): the "
+                                                   r"model gave a non-finite log-likelihood .*ReturningBackend"):
+        evaluate_with(tmp_path, spoil)
+
+
+def test_a_value_of_the_wrong_shape_names_its_position(tmp_path):
+    with pytest.raises(BackendResultError, match=r"document 0, choice 0 \(' 3'\): backend ReturningBackend .*returned "
+                                                 r"\[-2\.0\] \(list\), not a number"):
+        evaluate_with(tmp_path, lambda values: [[value] for value in values])
+
+
+def test_a_batch_with_fewer_values_than_positions_is_refused_before_the_cache(tmp_path):
+    class ShortBatch(CachedKnowingBackend):
+        def loglikelihoods(self, requests, on_batch=None):
+            values = super().loglikelihoods(requests)
+            on_batch(list(range(len(requests))), values[:-1])
+            return values
+
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    with pytest.raises(BackendResultError, match="a batch of 9 positions with 8 values; nothing of it was cached"):
+        evaluate_task(toy_task(tmp_path), ScoringFront(ShortBatch(), cache=cache))
+    assert cache.writes == 0
+
+
+class DocumentBackend(KnowingBackend):
+    """Scores whole documents (as a masked LM does); `rows` changes what it returns."""
+
+    def __init__(self, rows=lambda rows: rows):
+        super().__init__()
+        self.rows = rows
+
+    def document_loglikelihoods(self, requests: list[DocumentRequest], on_batch=None):
+        return self.rows([[self.value(LoglikelihoodRequest(r.context, c)) for c in r.continuations] for r in requests])
+
+
+def test_a_document_backend_gives_the_same_scores(tmp_path):
+    evaluation = evaluate_task(toy_task(tmp_path), ScoringFront(DocumentBackend()))
+    assert evaluation.scores.overall["acc"].value == 0.75
+
+
+def test_a_document_row_of_the_wrong_length_names_the_document(tmp_path):
+    with pytest.raises(BackendResultError, match=r"toy\.yaml: task 'toy', document 0: backend DocumentBackend .*"
+                                                 r"returned \[-2\.0, 0\.0\] for a document of 3 continuations"):
+        evaluate_task(toy_task(tmp_path), ScoringFront(DocumentBackend(lambda rows: [row[:2] for row in rows])))
