@@ -44,7 +44,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     source = resolve_model_source(DEFAULT_MODEL)
     loaded = load_model(source, dtype="float32")
-    scorer = CausalLMScorer(loaded.model, loaded.tokenizer, batch_size=args.batch_size)
+    scorer = CausalLMScorer(loaded.model, loaded.tokenizer, generation_batch_size=args.batch_size)
     worker = LmEvalWorker(args.lmeval_python)
     try:
         worker.call(cmd="load", pretrained=source.location, gguf_file=source.gguf_file,

@@ -15,18 +15,24 @@ import pytest
 
 from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.errors import ModelLoadError
+from pytest_modelbench.scoring.custom_backend import BackendFactory
 from pytest_modelbench.scoring.loading import parse_model_args, scorer_args_problem
 from pytest_modelbench.scoring.progress import default_interval
 
 
 def batch_size(value: str | None) -> int | str | None:
-    """`--batch-size`: a positive integer (ASCII digits) or 'auto'; None when not given (scoring/backend.py's
-    `unset_batch_size` then decides per path)."""
+    """`--batch-size`: a positive integer (ASCII digits) or 'auto'; None when not given (runner.py's
+    `batch_size_for` then decides per output type)."""
     if value is None or value == "auto":
         return value
     if value.isascii() and value.isdigit() and int(value) > 0:
         return int(value)
     raise pytest.UsageError(f"--batch-size must be a positive integer or 'auto', got {value!r}")
+
+
+def backend_factory(value: str | None, rootdir: Path) -> BackendFactory | None:
+    """`--backend MODULE:FACTORY`, MODULE looked for in the rootdir too; checked when the backend is built."""
+    return None if value is None else BackendFactory(value, rootdir)
 
 
 def count(option: str, value: int | None, minimum: int) -> int | None:

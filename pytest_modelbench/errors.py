@@ -47,9 +47,33 @@ class RequestError(ModelbenchError):
         self.problem = problem
         self.index = index
 
+    def at(self, index: int) -> "RequestError":
+        """The same problem at `index`, a position in the longer list the request was taken from."""
+        return RequestError(self.problem, index)
+
+    def named(self, where: str) -> ModelbenchError:
+        """The error to report once the request's document is known (`where` names it)."""
+        return DocumentError(f"{where}: {self.problem}")
+
 
 class ServerError(ModelbenchError):
     """A scoring server that cannot be reached, or whose answers cannot be trusted; the message names the server."""
+
+
+class ServerAnswerError(RequestError, ServerError):
+    """A server's answer to one request that cannot be trusted: a ServerError, named by its document as a request
+    error is."""
+
+    def __init__(self, server: str, problem: str, index: int | None = None):
+        super().__init__(problem, index)
+        self.server = server
+        self.args = (f"{server}, {self.args[0]}",)
+
+    def at(self, index: int) -> "ServerAnswerError":
+        return ServerAnswerError(self.server, self.problem, index)
+
+    def named(self, where: str) -> ModelbenchError:
+        return ServerError(f"{self.server}, {where}: {self.problem}")
 
 
 class BackendError(ModelbenchError):

@@ -55,6 +55,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--server-url", action="append", default=[], metavar="URL",
                     help="score on an OpenAI-compatible server (vLLM...) at this base URL, e.g. http://node:8000/v1; "
                          "repeat (or comma-separate) for several servers of one checkpoint; --model gives the tokenizer")
+    group.addoption("--backend", default=None, metavar="MODULE:FACTORY",
+                    help="score with a backend of your own: FACTORY(model=, model_args=, device=) from MODULE (on "
+                         "sys.path or in the rootdir); see docs/backends.md")
     group.addoption("--server-model", default=None, help="the served model's name (default: the one model the server serves)")
     group.addoption("--server-concurrency", type=int, default=8, help="server requests in flight, over all servers (default: 8)")
     group.addoption("--server-timeout", type=float, default=300.0, help="seconds a server request may take (default: 300)")
@@ -99,6 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
             shared_prefixes=not config.getoption("--plain-scoring"),
             third_party_output=config.getoption("verbose") > 0,
             server_urls=cli_options.server_urls(config.getoption("--server-url")),
+            backend_factory=cli_options.backend_factory(config.getoption("--backend"), config.rootpath),
             server_model=config.getoption("--server-model"),
             server_concurrency=cli_options.count("--server-concurrency", config.getoption("--server-concurrency"), 1),
             server_timeout=cli_options.seconds("--server-timeout", config.getoption("--server-timeout")),

@@ -10,7 +10,8 @@ from typing import Callable
 from pytest_modelbench.errors import ModelbenchError, ModelLoadError
 from pytest_modelbench.evaluation import TaskEvaluation, evaluate_task
 from pytest_modelbench.metrics.group_scores import GroupEvaluation, score_group
-from pytest_modelbench.scoring.backend import Backend, unset_batch_size
+from pytest_modelbench.scoring.backend import Backend
+from pytest_modelbench.scoring.custom_backend import BackendFactory
 from pytest_modelbench.scoring.loading import (
     LoadedModel, detect_model_type, load_model, load_tokenizer, resolve_model_source,
 )
@@ -28,7 +29,7 @@ class RunOptions:
     model_args: str | None = None
     device: str = "cpu"
     dtype: str = "auto"
-    batch_size: int | str | None = None  # None: not given (scoring/backend.py, unset_batch_size)
+    batch_size: int | str | None = None  # None: not given (batch_size_for decides)
     num_fewshot: int | None = None
     limit: int | None = None
     data_dir: Path | None = None
@@ -43,6 +44,7 @@ class RunOptions:
     server_concurrency: int = 8  # requests in flight, over all servers
     server_timeout: float = 300.0  # seconds per request
     server_retries: int = 4  # retries of a request that failed transiently (connection, timeout, 429, 5xx)
+    backend_factory: BackendFactory | None = None  # --backend MODULE:FACTORY (scoring/custom_backend.py)
     # Prompt format (lm-eval's --apply_chat_template, --system_instruction, --fewshot_as_multiturn)
     apply_chat_template: bool = False
     system_instruction: str | None = None
@@ -82,12 +84,18 @@ class BenchRunner:
         return self._loaded
 
     def backend(self) -> Backend:
-        """Built on first use, from the options: servers when --server-url is given, else the local model."""
+        """Built on first use, from the options: --backend's when given, servers when --server-url is, else the local
+        model."""
         if self._backend_error is not None:
             raise self._backend_error
         if self._backend is None:
             try:
-                self._backend = self._server_backend() if self.options.server_urls else self._local_backend()
+                if self.options.backend_factory is not None:
+                    self._backend = self._custom_backend()
+                elif self.options.server_urls:
+                    self._backend = self._server_backend()
+                else:
+                    self._backend = self._local_backend()
             except ModelbenchError as exc:
                 self._backend_error = exc
                 raise
@@ -120,10 +128,12 @@ class BenchRunner:
         return evaluation
 
     def batch_size_for(self, output_type: str) -> int | str:
-        """--batch-size, or when it is not given what scoring uses for tasks of this output type."""
+        """--batch-size, or when it is not given the one place that says what scoring uses for tasks of this output
+        type: lm-eval's 1 where padding a batch can change the result (generation, and lm-eval's own procedure,
+        --plain-scoring), else 'auto' (sized from free memory)."""
         if self.options.batch_size is not None:
             return self.options.batch_size
-        return unset_batch_size(output_type == "generate_until" or not self.options.shared_prefixes)
+        return 1 if output_type == "generate_until" or not self.options.shared_prefixes else "auto"
 
     def _prompt_format(self) -> PromptFormat:
         options = self.options
@@ -141,10 +151,20 @@ class BenchRunner:
         from pytest_modelbench.scoring.causal import CausalLMScorer
 
         return CausalLMScorer(
-            loaded.model, loaded.tokenizer, batch_size=self.options.batch_size,
-            fast=self.options.shared_prefixes, cache=self._score_cache(),
+            loaded.model, loaded.tokenizer, batch_size=self.batch_size_for("multiple_choice"),
+            generation_batch_size=self.batch_size_for("generate_until"), fast=self.options.shared_prefixes, cache=self._score_cache(),
             fingerprint=loaded.fingerprint, progress=self.progress_sink, name=loaded.name, **loaded.scorer_kwargs,
         )
+
+    def _custom_backend(self) -> Backend:
+        from pytest_modelbench.scoring.front import ScoringFront
+
+        options = self.options
+        if options.server_urls:
+            raise ModelLoadError("--backend and --server-url each choose the backend; give one of them")
+        backend = options.backend_factory.build(model=options.model, model_args=options.model_args,
+                                                device=options.device)
+        return ScoringFront(backend, self._score_cache(), self.progress_sink)
 
     def _server_tokenizer(self) -> tuple:
         """--model's source and tokenizer for a server run (requests and chat templates are built here)."""

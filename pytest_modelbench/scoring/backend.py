@@ -11,24 +11,34 @@ in, one value per request out, in order (a list or anything `list()` takes):
 - `document_loglikelihoods(requests: Sequence[DocumentRequest], on_batch) -> per document, one float per
   continuation`: for a backend whose choices are not independent of each other (a masked LM: CrowS-Pairs' shared
   tokens); when a backend has it, multiple_choice tasks use it instead of `loglikelihoods`.
+- `rolling_loglikelihoods(requests: Sequence[RollingRequest], on_batch) -> floats`: log P(text), over as many
+  windows of the model's length as the text needs (lm-eval's rolling windows, scoring/rolling.py);
+  loglikelihood_rolling tasks.
+- `generate(requests: Sequence[GenerationRequest], on_batch) -> strs`: the answer to each context, cut before the
+  first stop sequence; generate_until tasks.
+- `generation_batches(requests: Sequence[GenerationRequest]) -> lists of positions`: optional; how `generate` batches
+  these requests, for a backend whose answers depend on the other requests of their batch (padding). `generate`
+  given the requests of some of these batches must batch them the same way. Without it each answer is taken to
+  depend on its own request only.
 - `describe() -> BackendInfo`: what it is; the baseline provenance and the score cache identify the weights from it.
 - `cache_namespace(shared_tokens: bool) -> str | None`: optional; everything besides the request that a value depends
   on (model, weights, settings), or None when the weights cannot be identified. Without it nothing is cached.
+- `generation_cache_namespace() -> str | None`: the same for `generate`; without it no answer is cached.
 
 `on_batch(positions, values)` may be called as batches finish (positions into `requests`; for DocumentRequests,
 into their continuations counted in order): the front then writes those values to the score cache and reports
 progress before the whole call returns. A backend that never calls it still works.
 
-A backend raises RequestError(problem, position) for a request it cannot score. A backend without the method of an
-output type cannot run those tasks (a ModelLoadError naming the task and the backend).
+A backend raises RequestError(problem, position) for a request it cannot score (without a position: for none of
+them, e.g. a setting it cannot honour). A backend without the method of an output type cannot run those tasks (a
+ModelLoadError naming the task and the backend).
 
 The front (scoring/front.py) owns the rest: it builds the requests from a prepared task, keys and reads the score
 cache, reports progress, checks what came back (count, shape, kind, finiteness: a BackendResultError naming the
-backend, the task and the first bad position) and names the document behind a failed request. The runner
-(runner.py) builds the backend from the options; the local causal and masked scorers (sharded or not) and the server
-scorer implement it. Not moved behind the seam yet: loglikelihood_rolling and generate_until, which the backends run
-as whole tasks (`rolling_loglikelihood_task(prepared)`, `generate_task(prepared)`) with their own cache keys (token
-windows, batch plans) and progress.
+backend, the task and the first bad position) and names the document behind a failed request. A sampled task's
+answers are cached as a whole (each batch draws from what the batches before it left of the random stream). The
+runner (runner.py) builds the backend from the options (`--backend MODULE:FACTORY`: a third-party one, see
+scoring/custom_backend.py); the local causal and masked scorers (sharded or not) and the server scorer implement it.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from pytest_modelbench.errors import ModelLoadError
+from pytest_modelbench.tasks.generation_settings import GenerationSettings
 
 OnBatch = Callable[[list[int], list[Any]], None]
 
@@ -55,6 +66,21 @@ class DocumentRequest:
     context: str
     continuations: tuple[str, ...]
     shared_tokens: bool = False
+
+
+@dataclass(frozen=True)
+class RollingRequest:
+    text: str
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """A context to answer as the task's generation_kwargs say (GenerationSettings: the stop sequences `until`, to
+    which a backend adds its model's end-of-sequence text; at most `max_gen_toks` new tokens; the decoding settings,
+    transformers' names, e.g. (("do_sample", True), ("temperature", 0.8)); `sampling` when they sample)."""
+
+    context: str
+    settings: GenerationSettings
 
 
 @dataclass(frozen=True)
@@ -91,12 +117,6 @@ class Backend(Protocol):
     def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]: ...
 
     def describe(self) -> BackendInfo: ...
-
-
-def unset_batch_size(padding_changes_results: bool) -> int | str:
-    """The batch size when none is given: lm-eval's 1 where padding a batch can change the result (generation, and
-    lm-eval's own procedure, --plain-scoring), else 'auto' (sized from free memory)."""
-    return 1 if padding_changes_results else "auto"
 
 
 def output_type_unsupported(prepared, backend: str) -> ModelLoadError:

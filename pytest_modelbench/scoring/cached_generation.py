@@ -1,22 +1,22 @@
 """Generation around the persistent score cache: answers found in the cache are not generated again.
 
 A cached answer must be the one a run without the cache would give, so its key holds everything the answer depends
-on. The namespace (scoring/cached.py cache_namespace, built by the scorer) holds the model, the weights, the tokenizer,
-the model's generation config, the stop sequences, the token budget, the decoding settings, the seed when sampling and
-the batch size. Then the row's scope: the prompts (token ids, after left truncation) that the answer depends on, and
-the row's place among them.
-- Greedy or beam decoding: the prompts of the row's batch. At batch size 1 that is the row's own prompt, so the answer
-  is reused by any run with that prompt (another --limit, another task with the same prompt). In a padded batch the
-  other rows set the padding and the shapes, which can move near-tied tokens, so the batch as a whole is the scope.
-- Sampling: every prompt of the task, in batch order, since each batch draws from the random stream the batches
-  before it left. A task is reused whole or generated whole (after an interrupted run, from the seed again).
+on. The namespace (the backend's generation_cache_namespace) holds the model, the weights, the tokenizer, the model's
+generation config and the backend's settings. Then the row's scope: the requests (context, stop sequences, token
+budget, decoding settings) that the answer depends on, batch by batch, and the row's place among them.
+- Greedy or beam decoding: the requests of the row's batch. Unbatched (batch size 1, a server) that is the row's own
+  request, so the answer is reused by any run with that request (another --limit, another task with the same
+  prompt). In a padded batch the other rows set the padding and the shapes, which can move near-tied tokens, so the
+  batch as a whole is the scope.
+- Sampling: every batch of the task, in order, since each batch draws from the random stream the batches before it
+  left. A task is reused whole or generated whole (after an interrupted run, from the seed again).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from pytest_modelbench.scoring.cached import WriteBack
 from pytest_modelbench.scoring.progress import ScoringProgress
@@ -26,14 +26,15 @@ PROTOCOL_VERSION = "causal-generation/1"  # bump when a change in generation cha
 Generate = Callable[[list[list[int]], Callable[[list[int], list[str]], None]], None]
 
 
-def generation_keys(namespace: str, contexts: Sequence[Sequence[int]], batches: Sequence[Sequence[int]],
+def generation_keys(namespace: str, requests: Sequence[Any], batches: Sequence[Sequence[int]],
                     sampling: bool) -> list[bytes]:
-    """One cache key per context (by index), for contexts generated in `batches`."""
-    scopes = [[i for batch in batches for i in batch]] if sampling else [list(batch) for batch in batches]
-    keys: list[bytes] = [b""] * len(contexts)
+    """One cache key per request (by index), for requests (anything JSON writes) generated in `batches`."""
+    scopes = [list(batches)] if sampling else [[batch] for batch in batches]
+    keys: list[bytes] = [b""] * len(requests)
     for scope in scopes:
-        prompts = hashlib.sha256(json.dumps([list(contexts[i]) for i in scope]).encode()).hexdigest()
-        for place, i in enumerate(scope):
+        prompts = hashlib.sha256(json.dumps([[requests[i] for i in batch] for batch in scope], ensure_ascii=False,
+                                            default=str).encode()).hexdigest()
+        for place, i in enumerate(i for batch in scope for i in batch):
             keys[i] = hashlib.sha256(f"{namespace}\x00{prompts}\x00{place}".encode()).digest()
     return keys
 

@@ -25,7 +25,9 @@ import torch
 import torch.nn.functional as F
 
 from pytest_modelbench.errors import RequestError
-from pytest_modelbench.scoring.backend import BackendInfo, LoglikelihoodRequest, OnBatch, unset_batch_size
+from pytest_modelbench.scoring.backend import (
+    BackendInfo, GenerationRequest, LoglikelihoodRequest, OnBatch, RollingRequest,
+)
 from pytest_modelbench.scoring.front import TaskFront
 from pytest_modelbench.scoring.placement import compute_devices, input_device, placement_description, placement_label
 
@@ -101,13 +103,14 @@ class CausalLMScorer(TaskFront):
     """Sums log P(continuation | context) for each request.
 
     `fast=False` (default) is the reference path (lm-eval's procedure); `fast=True` shares token prefixes (see the
-    module docstring). `cache` (a ScoreCache) with `fingerprint` (the model's,
+    module docstring). `batch_size` and `generation_batch_size` (an integer or 'auto', sized from free memory) come
+    decided (runner.py, batch_size_for); 1 is lm-eval's. `cache` (a ScoreCache) with `fingerprint` (the model's,
     LoadedModel.fingerprint) reuses scores from earlier runs; `progress` (a line sink) reports long scoring.
     A backend (the seam: scoring/backend.py; the front, scoring/front.py, keys the cache and reports progress for
     the requests it sends); `name` is what --model called the model.
     """
 
-    def __init__(self, model, tokenizer, *, batch_size: int | str | None = 1,
+    def __init__(self, model, tokenizer, *, batch_size: int | str = 1, generation_batch_size: int | str = 1,
                  prefix_token_id: int | None = None, add_bos_token: bool | None = None, max_length: int | None = None,
                  fast: bool = False, cache=None, fingerprint: str | None = None,
                  progress: Callable[[str], None] | None = None, name: str = ""):
@@ -120,6 +123,7 @@ class CausalLMScorer(TaskFront):
         self.encoder = CausalTokenizer(tokenizer, prefix_token_id, add_bos_token)
         self.max_length = max_length or resolve_max_length(model, tokenizer)
         self.batch_size = batch_size
+        self.generation_batch_size = generation_batch_size
         self.fast = fast
         self.cache = cache
         self.fingerprint = fingerprint
@@ -133,48 +137,57 @@ class CausalLMScorer(TaskFront):
         return BackendInfo(self.name, self.fingerprint or "", "causal", weights_dtype(self.model),
                            placement_description(self.model), dict(self.explicit_settings))
 
-    def generate_task(self, prepared) -> list[str]:
-        """Answers of a generate_until task, one per document (scoring/generation.py); answers the score cache holds
-        are not generated again (scoring/cached_generation.py)."""
-        from pytest_modelbench.scoring.cached_generation import generate_with_cache, generation_keys
-        from pytest_modelbench.scoring.generation import batch_plan, context_limit, generate_batches
-        from pytest_modelbench.scoring.progress import ScoringProgress
+    def generate(self, requests: Sequence[GenerationRequest], on_batch: OnBatch | None = None) -> list[str]:
+        """The seam: answers (scoring/generation.py), requests of one settings together in lm-eval's batches."""
+        from pytest_modelbench.scoring.generation import generate_batches
 
-        settings = prepared.config.generation
-        limit = context_limit(self.max_length, settings)
-        encoded = [self.encoder.encode(doc.context) for doc in prepared.documents]
-        contexts = [ids[-limit:] for ids in encoded]
-        batch_size = self._resolve_batch_size(max(len(context) for context in contexts) + settings.max_gen_toks,
-                                              padding_changes_results=True)
-        batches = batch_plan([len(ids) for ids in encoded], [doc.context for doc in prepared.documents], batch_size)
-        namespace = self._generation_namespace(settings, batch_size)
-        keys = None if namespace is None else generation_keys(namespace, contexts, batches, settings.sampling)
-        progress = ScoringProgress(self.progress, prepared.config.task, [1] * len(contexts))
+        contexts, plan = self._generation_plan(requests)
+        answers = [""] * len(requests)
 
-        def generate(todo: list[list[int]], on_done: Callable[[list[int], list[str]], None]) -> None:
-            generate_batches(self.model, self.encoder.tokenizer, self.device, contexts, settings, todo, on_done)
+        def done(indices: list[int], texts: list[str]) -> None:
+            for i, text in zip(indices, texts):
+                answers[i] = text
+            if on_batch is not None:
+                on_batch(indices, texts)
 
-        return generate_with_cache(batches, keys, self.cache, progress, generate, whole=settings.sampling)
+        for settings, batches in plan:
+            generate_batches(self.model, self.encoder.tokenizer, self.device, contexts, settings, batches, done)
+        return answers
 
-    def rolling_loglikelihood_task(self, prepared) -> list[float]:
-        """Each document's text log-likelihood, summed over lm-eval's rolling windows (scoring/rolling.py). The
-        score cache keys each window by its token ids."""
-        from pytest_modelbench.scoring.cached import score_with_cache
-        from pytest_modelbench.scoring.progress import ScoringProgress
-        from pytest_modelbench.scoring.rolling import document_totals, rolling_windows
-        from pytest_modelbench.scoring.score_cache import token_request_key
+    def generation_batches(self, requests: Sequence[GenerationRequest]) -> list[list[int]]:
+        """The seam: `generate`'s batches (a padded batch's answers depend on each other)."""
+        return [batch for _, batches in self._generation_plan(requests)[1] for batch in batches]
 
-        per_document = [rolling_windows(self.encoder.encode(doc.gold), self.encoder.prefix_token_id, self.max_length)
-                        for doc in prepared.documents]
-        windows = [window for document_windows in per_document for window in document_windows]
-        namespace = self._cache_namespace()
-        keys = None if namespace is None else [token_request_key(namespace, w.context, w.continuation) for w in windows]
-        progress = ScoringProgress(self.progress, prepared.config.task, [len(ws) for ws in per_document])
+    def _generation_plan(self, requests: Sequence[GenerationRequest]) -> tuple[list[list[int]], list[tuple]]:
+        """Each request's context as generated (token ids, cut on the left to leave room for the answer) and, per
+        settings, lm-eval's batches: longest untruncated context first, ties by context text."""
+        from pytest_modelbench.scoring.generation import batch_plan, context_limit
 
-        def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
-            self.score_encoded([windows[i] for i in todo], on_done=on_done)
+        encoded = [self.encoder.encode(request.context) for request in requests]
+        contexts: list[list[int]] = [[] for _ in requests]
+        by_settings: dict = {}
+        for i, request in enumerate(requests):
+            by_settings.setdefault(request.settings, []).append(i)
+        plan = []
+        for settings, members in by_settings.items():
+            limit = context_limit(self.max_length, settings)
+            for i in members:
+                contexts[i] = encoded[i][-limit:]
+            batch_size = self._resolve_batch_size(max(len(contexts[i]) for i in members) + settings.max_gen_toks,
+                                                  self.generation_batch_size)
+            local = batch_plan([len(encoded[i]) for i in members], [requests[i].context for i in members], batch_size)
+            plan.append((settings, [[members[k] for k in batch] for batch in local]))
+        return contexts, plan
 
-        return document_totals(score_with_cache(len(windows), keys, self.cache, progress, compute), per_document)
+    def rolling_loglikelihoods(self, requests: Sequence[RollingRequest], on_batch: OnBatch | None = None
+                               ) -> list[float]:
+        """The seam: each text's log-likelihood, summed over lm-eval's rolling windows (scoring/rolling.py)."""
+        from pytest_modelbench.scoring.rolling import WindowTotals, text_windows
+
+        per_text = text_windows(self.encoder, [request.text for request in requests], self.max_length)
+        totals = WindowTotals(per_text, on_batch)
+        self.score_encoded([window for windows in per_text for window in windows], on_done=totals.windows_done)
+        return totals.totals()
 
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest],
                        on_batch: OnBatch | None = None) -> list[float]:
@@ -215,11 +228,10 @@ class CausalLMScorer(TaskFront):
 
             runner.stats = FastStats()
             longest = max(len(rows[i][0]) for i in fast)
-            chosen = self._chosen_batch_size(padding_changes_results=False)
             runner.score(
                 [rows[i][0] for i in fast], [rows[i][1] for i in fast],
                 batch_size=self._resolve_batch_size,
-                token_budget=None if chosen == "auto" else chosen * longest,
+                token_budget=None if self.batch_size == "auto" else self.batch_size * longest,
                 on_done=lambda local, values: relay(fast, local, values),
             )
             self.last_stats = runner.stats
@@ -233,8 +245,7 @@ class CausalLMScorer(TaskFront):
         """`forward`: the batch function, `_forward` (log-likelihoods) unless given."""
         forward = forward or self._forward
         order = sorted(range(len(subset)), key=lambda k: (-len(rows[subset[k]][0]), rows[subset[k]][0]))
-        batch_size = self._resolve_batch_size(max((len(rows[i][0]) for i in subset), default=1),
-                                              padding_changes_results=not self.fast)
+        batch_size = self._resolve_batch_size(max((len(rows[i][0]) for i in subset), default=1))
         results = [0.0] * len(subset)
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
@@ -288,11 +299,9 @@ class CausalLMScorer(TaskFront):
                            bool((logprobs.argmax(dim=-1) == target).all())))
         return values
 
-    def _chosen_batch_size(self, padding_changes_results: bool) -> int | str:
-        return unset_batch_size(padding_changes_results) if self.batch_size is None else self.batch_size
-
-    def _resolve_batch_size(self, longest: int, padding_changes_results: bool = False) -> int:
-        chosen = self._chosen_batch_size(padding_changes_results)
+    def _resolve_batch_size(self, longest: int, chosen: int | str | None = None) -> int:
+        """`chosen` (default: `batch_size`) as a number of rows, for rows of `longest` tokens."""
+        chosen = self.batch_size if chosen is None else chosen
         return auto_batch_size(self.model, longest) if chosen == "auto" else int(chosen)
 
     # --- the fast path: chosen once per scorer, after a numerical check against the plain path ----------------------
@@ -316,18 +325,13 @@ class CausalLMScorer(TaskFront):
                       "scoring every request in full", stacklevel=3)
         return None
 
-    def _generation_namespace(self, settings, batch_size: int) -> str | None:
-        """The generation cache key's model and settings part (scoring/cached_generation.py); None without a cache."""
+    def generation_cache_namespace(self) -> str | None:
+        """The seam's: the model and settings part of a generation's cache key (scoring/cached_generation.py)."""
         if self._generation_base is None:
             return None
-        from pytest_modelbench.scoring.generation import stop_sequences
         from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
 
-        return json.dumps({
-            "model": self._generation_base, "stops": stop_sequences(self.encoder.tokenizer, settings),
-            "max_gen_toks": settings.max_gen_toks, "decoding": settings.decoding,
-            "seed": SAMPLING_SEED if settings.sampling else None, "batch_size": batch_size,
-        }, sort_keys=True, default=str)
+        return json.dumps({"model": self._generation_base, "seed": SAMPLING_SEED}, sort_keys=True)
 
     @cached_property
     def _generation_base(self) -> str | None:
@@ -354,7 +358,7 @@ class CausalLMScorer(TaskFront):
                 add_bos_token=self.encoder.add_bos_token, path="fast" if self.fast else "plain",
                 # lm-eval's padding makes the plain path's numbers depend on the batch size; the fast path's batches
                 # move them only by float rounding
-                batch_size=None if self.fast else self._chosen_batch_size(padding_changes_results=True),
+                batch_size=None if self.fast else self.batch_size,
             )
         return self._namespace
 

@@ -14,13 +14,12 @@ import numbers
 from itertools import accumulate
 from typing import Any, Callable, Sequence
 
-from pytest_modelbench.errors import (
-    BackendResultError, DocumentError, ModelbenchError, NonFiniteResultError, RequestError,
-)
+from pytest_modelbench.errors import BackendResultError, ModelbenchError, NonFiniteResultError, RequestError
 from pytest_modelbench.scoring.backend import (
-    BackendInfo, DocumentRequest, LoglikelihoodRequest, output_type_unsupported,
+    BackendInfo, DocumentRequest, GenerationRequest, LoglikelihoodRequest, RollingRequest, output_type_unsupported,
 )
 from pytest_modelbench.scoring.cached import score_greedy_requests, score_requests, score_with_cache
+from pytest_modelbench.scoring.cached_generation import generate_with_cache, generation_keys
 from pytest_modelbench.scoring.progress import ScoringProgress
 
 Namer = Callable[[int], str]  # a request's index → where it is, for messages ("<task>, document 3, choice 1 (' b')")
@@ -41,6 +40,16 @@ def document_requests(prepared) -> list[DocumentRequest]:
 def target_requests(prepared) -> list[LoglikelihoodRequest]:
     """A loglikelihood task's requests: each document's one continuation, its target."""
     return [LoglikelihoodRequest(doc.context, doc.continuations[0]) for doc in prepared.documents]
+
+
+def rolling_requests(prepared) -> list[RollingRequest]:
+    """A loglikelihood_rolling task's requests: each document's text."""
+    return [RollingRequest(doc.gold) for doc in prepared.documents]
+
+
+def generation_requests(prepared) -> list[GenerationRequest]:
+    """A generate_until task's requests: each document's context, under the task's generation settings."""
+    return [GenerationRequest(doc.context, prepared.config.generation) for doc in prepared.documents]
 
 
 def task_name(prepared) -> str:
@@ -103,22 +112,65 @@ class ScoringFront:
 
         try:
             pairs = score_greedy_requests([(r.context, r.continuation) for r in requests], compute,
-                                          namespace=self._namespace(False), cache=self.cache, progress=self.progress,
-                                          label=prepared.config.task)
+                                          namespace=self._namespace("cache_namespace", False), cache=self.cache,
+                                          progress=self.progress, label=prepared.config.task)
         except RequestError as exc:
             raise _document_error(exc, name) from None
         self._check_finite([value for value, _ in pairs], name)
         return pairs
 
     def rolling_loglikelihood_task(self, prepared) -> list[float]:
-        if not hasattr(self.backend, "rolling_loglikelihood_task"):
+        """A loglikelihood_rolling task: per document its text's log-likelihood, cached by the text."""
+        method = getattr(self.backend, "rolling_loglikelihoods", None)
+        if method is None:
             raise output_type_unsupported(prepared, type(self.backend).__name__)
-        return self.backend.rolling_loglikelihood_task(prepared)
+        from pytest_modelbench.scoring.score_cache import rolling_key
+
+        task, documents, requests = task_name(prepared), prepared.documents, rolling_requests(prepared)
+        namespace = self._namespace("cache_namespace", False)
+        keys = None if namespace is None else [rolling_key(namespace, request.text) for request in requests]
+
+        def name(i: int) -> str:
+            return f"{task}, document {documents[i].doc_id}"
+
+        def compute(todo: list[int], on_done: Callable[[list[int], list[Any]], None]) -> None:
+            self._call(method, requests, todo, on_done, name, _is_number, "a number")
+
+        progress = ScoringProgress(self.progress, prepared.config.task, [1] * len(requests))
+        try:
+            values = score_with_cache(len(requests), keys, self.cache, progress, compute)
+        except RequestError as exc:
+            raise _document_error(exc, name) from None
+        self._check_finite(values, name)
+        return values
 
     def generate_task(self, prepared) -> list[str]:
-        if not hasattr(self.backend, "generate_task"):
+        """A generate_until task: per document its answer. Answers are cached by the requests they depend on
+        (scoring/cached_generation.py): the batch's, as `generation_batches` says, or when sampling the task's."""
+        method = getattr(self.backend, "generate", None)
+        if method is None:
             raise output_type_unsupported(prepared, type(self.backend).__name__)
-        return self.backend.generate_task(prepared)
+        task, documents, requests = task_name(prepared), prepared.documents, generation_requests(prepared)
+        batches_of = getattr(self.backend, "generation_batches", None)
+        batches = [[i] for i in range(len(requests))] if batches_of is None else batches_of(requests)
+        sampling = any(request.settings.sampling for request in requests)
+        namespace = self._namespace("generation_cache_namespace")
+        keys = None if namespace is None else generation_keys(
+            namespace, [_cached_request(request) for request in requests], batches, sampling)
+
+        def name(i: int) -> str:
+            return f"{task}, document {documents[i].doc_id}"
+
+        def generate(todo_batches: list[list[int]], on_done: Callable[[list[int], list[str]], None]) -> None:
+            todo = [i for batch in todo_batches for i in batch]
+            self._call(method, requests, todo, lambda positions, answers: on_done([todo[p] for p in positions],
+                                                                                  answers), name, _is_text, "text")
+
+        progress = ScoringProgress(self.progress, prepared.config.task, [1] * len(requests))
+        try:
+            return generate_with_cache(batches, keys, self.cache, progress, generate, whole=sampling)
+        except RequestError as exc:
+            raise _document_error(exc, name) from None
 
     # --- the seam's calls -----------------------------------------------------------------------------------------
 
@@ -130,8 +182,8 @@ class ScoringFront:
             self._call(self.backend.loglikelihoods, requests, todo, on_done, name, _is_number, "a number")
 
         values = score_requests([(r.context, r.continuation) for r in requests], compute,
-                                namespace=self._namespace(False), cache=self.cache, progress=self.progress,
-                                documents=documents, label=label)
+                                namespace=self._namespace("cache_namespace", False), cache=self.cache,
+                                progress=self.progress, documents=documents, label=label)
         self._check_finite(values, name)
         return values
 
@@ -142,7 +194,7 @@ class ScoringFront:
         sizes = [len(request.continuations) for request in requests]
         owners = [(d, c) for d, size in enumerate(sizes) for c in range(size)]
         starts = [0, *accumulate(sizes)][:-1]
-        namespace = self._namespace(any(request.shared_tokens for request in requests))
+        namespace = self._namespace("cache_namespace", any(request.shared_tokens for request in requests))
         keys = None
         if namespace is not None:
             from pytest_modelbench.scoring.score_cache import request_key
@@ -170,7 +222,7 @@ class ScoringFront:
             except RequestError as exc:
                 if exc.index is None:
                     raise
-                raise DocumentError(f"{name(scored[exc.index])}: {exc.problem}") from None
+                raise exc.named(name(scored[exc.index])) from None
             rows = self._checked_count(rows, len(scored), lambda k: name(scored[k]))
             for k, (d, row) in enumerate(zip(scored, rows)):
                 if not isinstance(row, Sequence) or len(row) != sizes[d]:
@@ -199,7 +251,7 @@ class ScoringFront:
         except RequestError as exc:
             if exc.index is None:
                 raise
-            raise RequestError(exc.problem, todo[exc.index]) from None
+            raise exc.at(todo[exc.index]) from None
         returned = self._checked_count(returned, len(todo), lambda p: name(todo[p]))
         pass_on(relay.fresh(range(len(returned)), returned))
 
@@ -225,11 +277,12 @@ class ScoringFront:
                     f"{backend_name(self.backend)}; with --dtype float16 or bfloat16 this is usually an overflow, "
                     "try --dtype float32")
 
-    def _namespace(self, shared_tokens: bool) -> str | None:
-        method = getattr(self.backend, "cache_namespace", None)
-        if method is None or self.cache is None or not getattr(self.cache, "enabled", False):
+    def _namespace(self, method: str, *args: Any) -> str | None:
+        """The backend's `method` (cache_namespace, generation_cache_namespace); None without it or a cache."""
+        found = getattr(self.backend, method, None)
+        if found is None or self.cache is None or not getattr(self.cache, "enabled", False):
             return None
-        return method(shared_tokens)
+        return found(*args)
 
 
 class _Relay:
@@ -279,11 +332,23 @@ class TaskFront:
     def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]:
         return self.front().loglikelihood_task(prepared)
 
+    def rolling_loglikelihood_task(self, prepared) -> list[float]:
+        return self.front().rolling_loglikelihood_task(prepared)
+
+    def generate_task(self, prepared) -> list[str]:
+        return self.front().generate_task(prepared)
+
 
 def _document_error(exc: RequestError, name: Namer) -> ModelbenchError:
     if exc.index is None:
         return exc
-    return DocumentError(f"{name(exc.index)}: {exc.problem}")
+    return exc.named(name(exc.index))
+
+
+def _cached_request(request: GenerationRequest) -> list:
+    """What an answer depends on besides the model: the request, as JSON writes it."""
+    settings = request.settings
+    return [request.context, list(settings.until), settings.max_gen_toks, [list(item) for item in settings.decoding]]
 
 
 def _cache_continuation(request: DocumentRequest, choice: int) -> str:
@@ -295,6 +360,10 @@ def _cache_continuation(request: DocumentRequest, choice: int) -> str:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
 
 
 def _is_greedy_pair(value: Any) -> bool:

@@ -219,12 +219,12 @@ def request_key(namespace: str, context: str, continuation: str) -> bytes:
     return digest.digest()
 
 
-def token_request_key(namespace: str, context: Sequence[int], continuation: Sequence[int]) -> bytes:
-    """The key of a request given as token ids (a rolling window); JSON lists of ids never equal request_key's
-    JSON strings, so the two kinds of key cannot collide."""
+def rolling_key(namespace: str, text: str) -> bytes:
+    """The key of a text's rolling log-likelihood (loglikelihood_rolling); a JSON object never equals the other
+    keys' JSON lists."""
     digest = hashlib.sha256(namespace.encode())
     digest.update(b"\x00")
-    digest.update(json.dumps([list(context), list(continuation)]).encode())
+    digest.update(json.dumps({"rolling": text}, ensure_ascii=False).encode())
     return digest.digest()
 
 

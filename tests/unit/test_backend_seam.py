@@ -175,3 +175,67 @@ def test_a_document_row_of_the_wrong_length_names_the_document(tmp_path):
     with pytest.raises(BackendResultError, match=r"toy\.yaml: task 'toy', document 0: backend DocumentBackend .*"
                                                  r"returned \[-2\.0, 0\.0\] for a document of 3 continuations"):
         evaluate_task(toy_task(tmp_path), ScoringFront(DocumentBackend(lambda rows: [row[:2] for row in rows])))
+
+
+# --- generate_until and loglikelihood_rolling through the same seam --------------------------------------------------
+
+
+class AnsweringBackend(KnowingBackend):
+    """Answers each question with the answer it prefers; a text's log-likelihood is -1 per character."""
+
+    def __init__(self, answers=lambda answers: answers, values=lambda values: values):
+        super().__init__()
+        self.answers, self.values, self.generated = answers, values, []
+
+    def generate(self, requests, on_batch=None):
+        self.generated += requests
+        return self.answers([" " + PREFERRED[r.context.removeprefix("Question: ").removesuffix("\nAnswer:")]
+                             for r in requests])
+
+    def rolling_loglikelihoods(self, requests, on_batch=None):
+        return self.values([-float(len(request.text)) for request in requests])
+
+    def generation_cache_namespace(self):
+        return "test:answering"
+
+
+GENERATION = 'doc_to_target: " {{choices[label]}}"\ngeneration_kwargs: {until: ["\\n"], max_gen_toks: 4}\n'
+ROLLING = "doc_to_target: q\n"
+
+
+def test_a_seam_backend_answers_a_generate_until_task_from_plain_requests(tmp_path):
+    backend = AnsweringBackend()
+    evaluation = evaluate_task(toy_task(tmp_path, "generate_until", GENERATION), ScoringFront(backend))
+    assert evaluation.scores.overall["exact_match,none"].value == 0.75
+    first = backend.generated[0]
+    assert (first.context, first.settings.until, first.settings.max_gen_toks, first.settings.sampling) == (
+        "Question: 2 + 2?\nAnswer:", ("\n",), 4, False)
+
+
+def test_the_front_caches_answers_by_request(tmp_path):
+    prepared, path = toy_task(tmp_path, "generate_until", GENERATION), tmp_path / "scores.sqlite"
+    first = evaluate_task(prepared, ScoringFront(AnsweringBackend(), cache=ScoreCache(path)))
+    rerun = AnsweringBackend()
+    assert evaluate_task(prepared, ScoringFront(rerun, cache=ScoreCache(path))).generations == first.generations
+    assert rerun.generated == []
+
+
+@pytest.mark.parametrize(("answers", "message"), [
+    (lambda answers: answers[:-1], r"document 3: backend AnsweringBackend .*returned 3 values for 4 requests"),
+    (lambda answers: [1.0] * len(answers), r"document 0: backend AnsweringBackend .*returned 1\.0 \(float\), not text"),
+])
+def test_generations_are_checked_too(tmp_path, answers, message):
+    with pytest.raises(BackendResultError, match=message):
+        evaluate_task(toy_task(tmp_path, "generate_until", GENERATION), ScoringFront(AnsweringBackend(answers)))
+
+
+def test_a_seam_backend_scores_a_rolling_task_and_a_nan_names_its_document(tmp_path):
+    evaluation = evaluate_task(toy_task(tmp_path, "loglikelihood_rolling", ROLLING), ScoringFront(AnsweringBackend()))
+    assert evaluation.loglikelihoods == [[-float(len(row["q"]))] for row in ROWS]
+
+    def spoil(values):
+        values[2] = math.nan
+        return values
+
+    with pytest.raises(NonFiniteResultError, match=r"toy\.yaml: task 'toy', document 2: the model gave a non-finite"):
+        evaluate_task(toy_task(tmp_path, "loglikelihood_rolling", ROLLING), ScoringFront(AnsweringBackend(values=spoil)))

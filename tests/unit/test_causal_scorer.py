@@ -81,12 +81,10 @@ def test_an_unset_batch_size_is_auto_except_where_padding_can_change_results(tin
     from pytest_modelbench.runner import BenchRunner, RunOptions
     from pytest_modelbench.scoring.causal import auto_batch_size
 
-    fast = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, batch_size=None, fast=True)
+    fast = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, batch_size="auto", fast=True)
     assert fast._resolve_batch_size(12) == auto_batch_size(tiny_loaded.model, 12) > 1
-    assert fast._resolve_batch_size(12, padding_changes_results=True) == 1  # generation: lm-eval's batch size
-    plain = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, batch_size=None)
-    assert plain.loglikelihood(REQUESTS) == CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer).loglikelihood(REQUESTS)
-    # What the gate records for each task: the same rule.
+    assert fast._resolve_batch_size(12, fast.generation_batch_size) == 1  # generation: lm-eval's batch size
+    # The runner decides (and the gate records) each task's batch size: one rule.
     assert BenchRunner(RunOptions()).batch_size_for("multiple_choice") == "auto"
     assert BenchRunner(RunOptions()).batch_size_for("generate_until") == 1
     assert BenchRunner(RunOptions(shared_prefixes=False)).batch_size_for("multiple_choice") == 1

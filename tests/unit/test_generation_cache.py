@@ -63,11 +63,11 @@ def rows_in(path) -> int:
 def test_a_warm_rerun_generates_nothing_and_gives_the_same_answers(tiny_loaded, tmp_path, monkeypatch, kwargs,
                                                                    batch_size):
     prepared, path = task(tmp_path, **kwargs), tmp_path / "scores.sqlite"
-    uncached = answers(tiny_loaded, prepared, None, batch_size=batch_size)
-    assert answers(tiny_loaded, prepared, ScoreCache(path), batch_size=batch_size) == uncached
+    uncached = answers(tiny_loaded, prepared, None, generation_batch_size=batch_size)
+    assert answers(tiny_loaded, prepared, ScoreCache(path), generation_batch_size=batch_size) == uncached
     assert rows_in(path) == len(PROMPTS)
     calls = counting(tiny_loaded, monkeypatch)
-    assert answers(tiny_loaded, prepared, ScoreCache(path), batch_size=batch_size) == uncached
+    assert answers(tiny_loaded, prepared, ScoreCache(path), generation_batch_size=batch_size) == uncached
     assert calls == []
 
 
@@ -83,7 +83,7 @@ def test_a_change_in_what_is_generated_misses(tiny_loaded, tmp_path, monkeypatch
     elif change == "temperature":
         kwargs["temperature"] = 0.7
     elif change == "batch_size":
-        scorer_kwargs = {"batch_size": 2}
+        scorer_kwargs = {"generation_batch_size": 2}
     else:
         monkeypatch.setattr(tiny_loaded.model.generation_config, "top_k", 5)
     calls = counting(tiny_loaded, monkeypatch)
@@ -105,11 +105,11 @@ def test_greedy_answers_at_batch_size_1_are_shared_by_prompt(tiny_loaded, tmp_pa
 
 def test_only_batches_with_a_missing_answer_are_generated(tiny_loaded, tmp_path, monkeypatch):
     prepared, path = task(tmp_path), tmp_path / "scores.sqlite"
-    full = answers(tiny_loaded, prepared, ScoreCache(path), batch_size=2)
+    full = answers(tiny_loaded, prepared, ScoreCache(path), generation_batch_size=2)
     with closing(sqlite3.connect(path)) as connection, connection:
         connection.execute("DELETE FROM generations WHERE key = (SELECT MIN(key) FROM generations)")
     calls = counting(tiny_loaded, monkeypatch)
-    assert answers(tiny_loaded, prepared, ScoreCache(path), batch_size=2) == full
+    assert answers(tiny_loaded, prepared, ScoreCache(path), generation_batch_size=2) == full
     assert len(calls) == 1 and calls[0] in (1, 2)  # five prompts: batches of 2, 2 and 1
 
 

@@ -5,7 +5,7 @@ Per output type:
 - multiple_choice (and loose requests): each (context, continuation) as one prompt; the continuation's echoed
   log-probabilities summed.
 - loglikelihood_rolling: lm-eval's rolling windows (scoring/rolling.py) cut here, each window one prompt; a document's
-  value is the sum over its windows. Windows are cached by their token ids, as the local path caches them.
+  value is the sum over its windows. The front caches each text's value, as it does the local path's.
 - generate_until: each context (left-truncated as the local path truncates it) sent as token ids with lm-eval's stops
   (the task's `until` plus the end-of-sequence text), `max_gen_toks` as `max_tokens` and the task's decoding settings
   (greedy: temperature 0; sampled: its temperature, top_p, top_k, min_p and lm-eval's seed per request). The answer
@@ -30,8 +30,10 @@ import json
 import warnings
 from typing import Any, Callable, Sequence
 
-from pytest_modelbench.errors import RequestError, ServerError, TaskConfigError
-from pytest_modelbench.scoring.backend import BackendInfo, LoglikelihoodRequest, OnBatch, output_type_unsupported
+from pytest_modelbench.errors import RequestError, ServerAnswerError, ServerError
+from pytest_modelbench.scoring.backend import (
+    BackendInfo, GenerationRequest, LoglikelihoodRequest, OnBatch, RollingRequest, output_type_unsupported,
+)
 from pytest_modelbench.scoring.causal import DEFAULT_MAX_LENGTH, CausalTokenizer
 from pytest_modelbench.scoring.front import TaskFront
 from pytest_modelbench.scoring.server import identity
@@ -67,7 +69,7 @@ class ServerScorer(TaskFront):
         self.cache = cache if namespace is not None else None
         self.progress = progress
         self._generation_identity: str | None = None
-        # the last generate_task's generated token ids, by document index (those generated, not cached): diagnostics
+        # the last generate call's generated token ids, by position in its requests: diagnostics
         self.last_token_ids: dict[int, tuple[int, ...]] = {}
 
     def describe(self) -> BackendInfo:
@@ -78,83 +80,70 @@ class ServerScorer(TaskFront):
         """The local path's `max_length` that this server's window matches (module docstring)."""
         return self.prompt_limit - 1
 
-    def generate_task(self, prepared) -> list[str]:
-        """Answers of a generate_until task, one per document (module docstring); cached answers are not generated
-        again."""
-        from pytest_modelbench.scoring.cached_generation import generate_with_cache, generation_keys
+    def generate(self, requests: Sequence[GenerationRequest], on_batch: OnBatch | None = None) -> list[str]:
+        """The seam: each context one prompt, answered on its own (module docstring); `prompts_per_request` prompts
+        to an HTTP request."""
         from pytest_modelbench.scoring.generation import context_limit, stop_sequences
-        from pytest_modelbench.scoring.progress import ScoringProgress
 
-        config, settings = prepared.config, prepared.config.generation
-        where = f"{config.source}: task '{config.task}'"
-        decoding = server_decoding(settings, where)
-        stops = stop_sequences(self.encoder.tokenizer, settings)
-        limit = context_limit(self.max_length, settings)
-        contexts = [self.encoder.encode(doc.context)[-limit:] for doc in prepared.documents]
-        singles = [[i] for i in range(len(contexts))]  # a server answers each prompt on its own: no padding
-        self.generation_identity()  # servers of one run must generate alike, cached answers or not
-        namespace = self._generation_namespace(stops, settings.max_gen_toks, decoding)
-        keys = None if namespace is None else generation_keys(namespace, contexts, singles, sampling=False)
-        progress = ScoringProgress(self.progress, config.task, [1] * len(contexts))
-        documents = [doc.doc_id for doc in prepared.documents]
+        self.generation_identity()  # servers of one run must generate alike
+        answers = [""] * len(requests)
         self.last_token_ids = {}
-
-        def generate(todo: list[list[int]], on_done: Callable[[list[int], list[str]], None]) -> None:
-            rows = [i for batch in todo for i in batch]
+        by_settings: dict = {}
+        for i, request in enumerate(requests):
+            by_settings.setdefault(request.settings, []).append(i)
+        for settings, rows in by_settings.items():
+            decoding = server_decoding(settings)
+            stops = stop_sequences(self.encoder.tokenizer, settings)
+            limit = context_limit(self.max_length, settings)
+            contexts = {i: self.encoder.encode(requests[i].context)[-limit:] for i in rows}
             step = self.prompts_per_request
             batches = [rows[start:start + step] for start in range(0, len(rows), step)]
 
-            def request(server: CompletionsServer, model: str, prompts) -> list[Generated]:
+            def request(server: CompletionsServer, model: str, prompts, settings=settings, stops=stops,
+                        decoding=decoding) -> list[Generated]:
                 return server.generate(model, prompts, max_tokens=settings.max_gen_toks, stop=stops,
                                        settings=decoding)
 
-            def batch_done(k: int, generated: list[Generated]) -> None:
-                # checked here, on the calling thread, where the batch's documents are known
+            def batch_done(k: int, generated: list[Generated], batches=batches, settings=settings,
+                           stops=stops) -> None:
+                # checked here, on the calling thread, as each batch comes back
                 self.last_token_ids.update((i, g.ids) for i, g in zip(batches[k], generated))
-                on_done(batches[k], [check_generation(self.encoder.tokenizer, g, stops, settings.max_gen_toks,
-                                                      f"{where}, document {documents[i]}")
-                                     for g, i in zip(generated, batches[k])])
+                texts = [check_generation(self.encoder.tokenizer, g, stops, settings.max_gen_toks, i)
+                         for g, i in zip(generated, batches[k])]
+                for i, text in zip(batches[k], texts):
+                    answers[i] = text
+                if on_batch is not None:
+                    on_batch(batches[k], texts)
 
             self.pool.run([[contexts[i] for i in batch] for batch in batches], batch_done, request=request)
+        return answers
 
-        return generate_with_cache(singles, keys, self.cache, progress, generate, whole=False)
+    def rolling_loglikelihoods(self, requests: Sequence[RollingRequest], on_batch: OnBatch | None = None
+                               ) -> list[float]:
+        """The seam: each text's log-likelihood over lm-eval's rolling windows, each window one prompt."""
+        from pytest_modelbench.scoring.rolling import WindowTotals, text_windows
 
-    def rolling_loglikelihood_task(self, prepared) -> list[float]:
-        """Each document's text log-likelihood over lm-eval's rolling windows, each window one prompt; the score
-        cache keys each window by its token ids, as the local path does."""
-        from pytest_modelbench.scoring.cached import score_with_cache
-        from pytest_modelbench.scoring.progress import ScoringProgress
-        from pytest_modelbench.scoring.rolling import document_totals, rolling_windows
-        from pytest_modelbench.scoring.score_cache import token_request_key
+        per_text = text_windows(self.encoder, [request.text for request in requests], self.max_length)
+        windows = [window for text in per_text for window in text]
+        totals = WindowTotals(per_text, on_batch)
+        step = self.prompts_per_request
+        batches = [list(range(start, min(start + step, len(windows)))) for start in range(0, len(windows), step)]
 
-        per_document = [rolling_windows(self.encoder.encode(doc.gold), self.encoder.prefix_token_id, self.max_length)
-                        for doc in prepared.documents]
-        windows = [window for document_windows in per_document for window in document_windows]
-        keys = None if self.namespace is None else [
-            token_request_key(self.namespace, w.context, w.continuation) for w in windows]
-        progress = ScoringProgress(self.progress, prepared.config.task, [len(ws) for ws in per_document])
+        def batch_done(b: int, logprobs: list[list[float]]) -> None:
+            totals.windows_done(batches[b], [sum(lp[len(lp) - len(windows[j].continuation):])
+                                             for j, lp in zip(batches[b], logprobs)])
 
-        def compute(todo: list[int], on_done: Callable[[list[int], list[float]], None]) -> None:
-            prompts = [list(windows[i].context + windows[i].continuation) for i in todo]
-            step = self.prompts_per_request
-            batches = [list(range(start, min(start + step, len(todo)))) for start in range(0, len(todo), step)]
+        self.pool.run([[list(windows[j].context + windows[j].continuation) for j in batch] for batch in batches],
+                      batch_done)
+        return totals.totals()
 
-            def batch_done(b: int, logprobs: list[list[float]]) -> None:
-                values = [sum(lp[len(lp) - len(windows[todo[j]].continuation):]) for j, lp in zip(batches[b], logprobs)]
-                on_done(batches[b], values)
-
-            self.pool.run([[prompts[j] for j in batch] for batch in batches], batch_done)
-
-        return document_totals(score_with_cache(len(windows), keys, self.cache, progress, compute), per_document)
-
-    def _generation_namespace(self, stops: Sequence[str], max_gen_toks: int, decoding: dict[str, Any]) -> str | None:
-        """The generation cache key's servers-and-settings part; None without a cache."""
+    def generation_cache_namespace(self) -> str | None:
+        """The seam's: the servers' identity, their greedy generations' and the window."""
         if self.namespace is None:
             return None
         return json.dumps({"protocol": GENERATION_PROTOCOL, "scoring": self.namespace,
-                           "generation_probe": self.generation_identity(), "stops": list(stops),
-                           "max_gen_toks": max_gen_toks, "decoding": decoding, "max_length": self.max_length},
-                          sort_keys=True, default=str)
+                           "generation_probe": self.generation_identity(), "max_length": self.max_length},
+                          sort_keys=True)
 
     def generation_identity(self) -> str:
         """A digest of every server's greedy generation after the probe texts; servers of one run must agree. The
@@ -222,9 +211,10 @@ class ServerScorer(TaskFront):
         return list((context + continuation)[-self.prompt_limit:])
 
 
-def server_decoding(settings, where: str) -> dict[str, Any]:
-    """The task's decoding settings as /v1/completions parameters; a setting that has none is refused (a server
-    would ignore it or do something else, and the answers would silently be other than the task asks for)."""
+def server_decoding(settings) -> dict[str, Any]:
+    """The task's decoding settings as /v1/completions parameters; a setting that has none is refused, a
+    RequestError for every request (a server would ignore it or do something else, and the answers would silently be
+    other than the task asks for)."""
     from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
 
     decoding = dict(settings.decoding)
@@ -236,8 +226,8 @@ def server_decoding(settings, where: str) -> dict[str, Any]:
         elif key in NO_OP_DECODING and value == NO_OP_DECODING[key]:
             continue
         else:
-            raise TaskConfigError(
-                f"{where}: generation_kwargs.{key} = {value!r} cannot be sent to a scoring server (--server-url): "
+            raise RequestError(
+                f"generation_kwargs.{key} = {value!r} cannot be sent to a scoring server (--server-url): "
                 f"/v1/completions has no such setting ({', '.join(sorted(SERVER_DECODING))} and do_sample are "
                 "sent); run the task on a local model, or drop the setting"
             )
@@ -247,11 +237,11 @@ def server_decoding(settings, where: str) -> dict[str, Any]:
     return {**SAMPLING_DEFAULTS, **params, "seed": SAMPLING_SEED}
 
 
-def check_generation(tokenizer, generated: Generated, stops: Sequence[str], max_tokens: int, where: str) -> str:
+def check_generation(tokenizer, generated: Generated, stops: Sequence[str], max_tokens: int, position: int) -> str:
     """The answer to one prompt, from the generated token ids decoded here exactly as the local path decodes them
-    (special tokens skipped, cut before the first stop); refused unless the server stopped where the local path
-    would have (not past a stop or the end-of-sequence token, not before the budget without a reason) and its text
-    is the decoding of its ids."""
+    (special tokens skipped, cut before the first stop); refused (a ServerAnswerError at the request's `position`)
+    unless the server stopped where the local path would have (not past a stop or the end-of-sequence token, not
+    before the budget without a reason) and its text is the decoding of its ids."""
     from pytest_modelbench.scoring.generation import cut_at_stops
 
     ids = list(generated.ids)
@@ -259,24 +249,24 @@ def check_generation(tokenizer, generated: Generated, stops: Sequence[str], max_
     stops = [stop for stop in stops if stop]
     eos = tokenizer.eos_token_id
     if eos is not None and eos in ids[:-1]:
-        raise ServerError(f"{server}, {where}: generated past the end-of-sequence token (position "
-                          f"{ids.index(eos)} of {len(ids)}): it does not stop at end of sequence")
+        raise ServerAnswerError(server, f"generated past the end-of-sequence token (position {ids.index(eos)} of "
+                                f"{len(ids)}): it does not stop at end of sequence", position)
     before_last = tokenizer.decode(ids[:-1], skip_special_tokens=True)
     passed = next((stop for stop in stops if stop in before_last), None)
     if passed is not None:
-        raise ServerError(f"{server}, {where}: generated past the stop sequence {passed!r} (it is in the text before "
-                          f"the last of {len(ids)} tokens): it did not take the task's stops (`until`)")
+        raise ServerAnswerError(server, f"generated past the stop sequence {passed!r} (it is in the text before the "
+                                f"last of {len(ids)} tokens): it did not take the task's stops (`until`)", position)
     text = tokenizer.decode(ids, skip_special_tokens=True)
     stopped = bool(ids) and (ids[-1] in tokenizer.all_special_ids or any(stop in text for stop in stops))
     if len(ids) < max_tokens and not stopped:
-        raise ServerError(f"{server}, {where}: the generation ends after {len(ids)} of {max_tokens} tokens with no "
-                          f"stop sequence or end-of-sequence token (finish_reason {generated.finish_reason!r}): "
-                          "truncated")
+        raise ServerAnswerError(server, f"the generation ends after {len(ids)} of {max_tokens} tokens with no stop "
+                                f"sequence or end-of-sequence token (finish_reason {generated.finish_reason!r}): "
+                                "truncated", position)
     answer = cut_at_stops(text, stops)
     served = cut_at_stops(generated.text, stops)
     if served != answer and served != answer.rstrip("\ufffd"):  # a server may hold back an incomplete character
-        raise ServerError(f"{server}, {where}: returned the text {_shown(generated.text)} for token ids that decode "
-                          f"to {_shown(text)}: its text is not its tokens")
+        raise ServerAnswerError(server, f"returned the text {_shown(generated.text)} for token ids that decode to "
+                                f"{_shown(text)}: its text is not its tokens", position)
     return answer
 
 
