@@ -75,7 +75,7 @@ def select_shard(config: pytest.Config, items: list[pytest.Item], options: Any) 
     if recorder is not None:
         recorder.session = {
             "tasks": {item.task_id.key: _config_hash(item) for item in items if gate.is_gated(item)},
-            "gated_tasks": session.gated_tasks,
+            "alpha_split": session.alpha_split.as_json(),
             "gate": session.policy.as_json(),
             "baselines": session.store.fingerprint(),
             "options": {name: getattr(options, name) for name in NUMBER_OPTIONS},

@@ -2,16 +2,17 @@
 
 A shard (`pytest --shard K/N --run-record PATH`) writes what the session's decision needs from it: each gated task's
 gate result (entries, p-values, provenance) and scores, its custom tests, the unused baselines it found, its exit
-status, and the session it belongs to (`session`: every gated task of the whole session with its config hash, the
-number of tasks sharing alpha, the gate settings, a digest of the baselines read, the options that change numbers,
-the package versions, N). Every shard judges its own tasks at alpha / the whole session's task count, so a task's
-verdict is the one an unsharded run gives it (gate/decision.py); the merge checks that the records are the complete,
-consistent shards of one session and makes the session's decision and reports from them, as the one process would.
+status, and the session it belongs to (`session`: every gated task of the whole session with its config hash, how
+alpha is split (the number of tasks sharing it, their weights), the gate settings, a digest of the baselines read,
+the options that change numbers, the package versions, N). Every shard judges its own tasks at their shares of the
+whole session's alpha, so a task's verdict is the one an unsharded run gives it (gate/decision.py); the merge checks
+that the records are the complete, consistent shards of one session and makes the session's decision and reports
+from them, as the one process would.
 
 It fails closed: a missing shard, a shard given twice, a task in two shards, records of different sessions (tasks,
-configs, gate settings, baselines, options, package versions), of different checkpoints (the weights' fingerprints
-in the tasks' provenance), or a shard that did not finish (interrupted, internal or usage error) is refused, and
-the refusal names the records.
+configs, task weights, gate settings, baselines, options, package versions), of different checkpoints (the model
+weights' fingerprints in the tasks' provenance), or a shard that did not finish (interrupted, internal or usage
+error) is refused, and the refusal names the records.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ FORMAT = "pytest-modelbench-run-record/1"
 FINISHED = (0, 1)  # pytest's exit statuses of a run that ran all its items: passed, some failed
 SESSION_FIELDS = {  # what every shard of one session shares, and how a refusal names it
     "tasks": "gated tasks or their configs",
-    "gated_tasks": "number of tasks sharing alpha",
+    "alpha_split": "split of alpha (the number of tasks sharing it, their weights)",
     "gate": "gate settings",
     "baselines": "baselines",
     "options": "run options",

@@ -15,8 +15,8 @@ Layout (abridged)::
       "format": "pytest-modelbench-baseline/1",
       "task": "bangla_mmlu", "suite": "bangla", "baseline_name": "default",
       "provenance": {"model": "org/ckpt-v1", "model_fingerprint": "hub:org/ckpt-v1@3f2a...", ...},
-      "gate": {"absolute_margin": 0.01, "relative_margin": 0.0, "alpha": 0.05, "tasks": 21,
-               "metric_margins": {"acc": {"absolute": 0.01, "relative": 0.0}}},
+      "gate": {"absolute_margin": 0.01, "relative_margin": 0.0, "alpha": 0.05, "tasks": 21, "weight": 1.0,
+               "total_weight": 21.0, "metric_margins": {"acc": {"absolute": 0.01, "relative": 0.0}}},
       "metrics": {"acc": {"direction": "higher", "ideal": null, "binary": true}},
       "category_field": "subject",
       "scores": {"overall": {"acc": {"value": 0.41, "stderr": 0.02, "n": 500}},
@@ -129,6 +129,8 @@ def to_document(record: BaselineRecord) -> dict[str, Any]:
             "relative_margin": record.tolerance.relative_margin,
             "alpha": record.tolerance.alpha,
             "tasks": record.tolerance.tasks,
+            "weight": record.tolerance.weight,
+            "total_weight": record.tolerance.total_weight,
             "metric_margins": {
                 name: {"absolute": m.absolute, "relative": m.relative}
                 for name, m in sorted(record.tolerance.metric_margins.items())
@@ -331,10 +333,14 @@ def _parse_document(document: Any) -> BaselineRecord:
     )
 
     raw_gate = _get(document, "gate", dict, "")
-    # "tasks" and "metric_margins" were added later: baselines recorded without them read as one task, no per-metric
-    # margins (the gate uses the candidate's settings in any case).
+    # "tasks", "metric_margins", "weight" and "total_weight" were added later: baselines recorded without them read
+    # as one task, no per-metric margins, every task weighing 1 (the gate uses the candidate's settings in any case).
     tasks = raw_gate.get("tasks", 1)
     _require(isinstance(tasks, int) and not isinstance(tasks, bool) and tasks >= 1, "key 'gate.tasks' must be an integer >= 1")
+    weight = float(_get(raw_gate, "weight", float, "gate")) if "weight" in raw_gate else 1.0
+    total_weight = float(_get(raw_gate, "total_weight", float, "gate")) if "total_weight" in raw_gate else None
+    _require(weight > 0 and (total_weight is None or total_weight >= weight),
+             "keys 'gate.weight' and 'gate.total_weight' must be > 0, the total at least the weight")
     raw_margins = raw_gate.get("metric_margins", {})
     _require(isinstance(raw_margins, dict), "key 'gate.metric_margins' must be an object")
     tolerance = Tolerance(
@@ -342,6 +348,8 @@ def _parse_document(document: Any) -> BaselineRecord:
         relative_margin=float(_get(raw_gate, "relative_margin", float, "gate")),
         alpha=float(_get(raw_gate, "alpha", float, "gate")),
         tasks=tasks,
+        weight=weight,
+        total_weight=total_weight,
         metric_margins={
             name: Margin(float(_get(spec, "absolute", float, f"gate.metric_margins.{name}")),
                          float(_get(spec, "relative", float, f"gate.metric_margins.{name}")))

@@ -1,10 +1,11 @@
 """The session's decision: every gated task's result, the unused baselines, the exit status and the reports.
 
-Error control is fixed before anything is scored: every task is gated at its alpha / the number of tasks gated in the
-session (`error_budget`; 1 under --gate-error-control=task), so a task's verdict does not depend on where it ran (one
-process, an xdist worker, a shard) and the session's false-block rate is bounded by the union of the tasks'
-(docs/baseline-gate.md, "Error rates"). The decision gathers the results and says what the session as a whole gives;
-the pytest layer (gate/pytest_integration.py) and a merge of shards (run_record.py) both report through it.
+Error control is fixed before anything is scored: every task is gated at its alpha × its weight / the weights of the
+tasks gated in the session summed (gate/alpha_split.py; all of its alpha under --gate-error-control=task), so a task's
+verdict does not depend on where it ran (one process, an xdist worker, a shard) and the session's false-block rate is
+bounded by the union of the tasks' (docs/baseline-gate.md, "Error rates"). The decision gathers the results and says
+what the session as a whole gives; the pytest layer (gate/pytest_integration.py) and a merge of shards (run_record.py)
+both report through it.
 """
 
 from __future__ import annotations
@@ -17,11 +18,6 @@ from pytest_modelbench.gate.html_report import html_page
 from pytest_modelbench.gate.report import GateResult, markdown, terminal_lines
 
 EXIT_STATUS_FAIL_UNUSED = 1  # as syrupy
-
-
-def error_budget(gated_items: int, error_control: str) -> int:
-    """How many tasks share the session's alpha: every gated item collected (a group counts as one task)."""
-    return max(1, gated_items) if error_control == "session" else 1
 
 
 @dataclass

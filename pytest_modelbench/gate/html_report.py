@@ -225,9 +225,10 @@ def html_page(results: Sequence[GateResult], baseline_name: str, unused: Sequenc
     if unused:
         notes.append(f"Unused baselines ({len(unused)}): " + ", ".join(unused))
     overview = _table(
-        ("task", "gate", "baseline file", "working tree differs from ref"),
-        [(f'<a href="#task-{escape(r.task)}">{escape(r.task)}</a>', _badge(r.outcome), escape(r.baseline),
-          "yes" if r.working_tree_differs else "-" if r.baseline_ref is None else "no") for r in results],
+        ("task", "gate", "alpha share", "baseline file", "working tree differs from ref"),
+        [(f'<a href="#task-{escape(r.task)}">{escape(r.task)}</a>', _badge(r.outcome), escape(r.alpha_share),
+          escape(r.baseline), "yes" if r.working_tree_differs else "-" if r.baseline_ref is None else "no")
+         for r in results],
     )
     body = "".join(_task_section(r) for r in results) if results else "<p>No modelbench task ran.</p>"
     legend = "" if not any(_has_charts(r) for r in results) else (

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from pytest_modelbench.errors import BaselineError, ModelbenchError
+from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.baseline import (
     BaselineRecord,
     Provenance,
@@ -192,9 +193,9 @@ def provenance(evaluation: Any, runner: Any) -> Provenance:
 
 
 def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePolicy, store: BaselineStore,
-               gated_tasks: int, persist: Persist, changed_documents: bool = False) -> Judgement:
-    """Gate one evaluated task (see the module docstring for the outcomes). `gated_tasks`: the tasks sharing the
-    session's alpha; `changed_documents`: list the most changed documents (for the HTML report)."""
+               split: AlphaSplit, persist: Persist, changed_documents: bool = False) -> Judgement:
+    """Gate one evaluated task (see the module docstring for the outcomes). `split`: how the session's alpha is
+    shared; `changed_documents`: list the most changed documents (for the HTML report)."""
     task_config = evaluation.prepared.config
     path = store.path(identity)
     shown = store.display(path)
@@ -204,7 +205,7 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
     candidate = record_from_evaluation(
         evaluation, suite=identity.suite, baseline_name=policy.baseline_name,
         provenance=provenance(evaluation, runner),
-        tolerance=policy.tolerance(task_config, gated_tasks, evaluation.scores.metrics),
+        tolerance=policy.tolerance(task_config, split, identity.key, evaluation.scores.metrics),
     )
     candidate_text = dumps(candidate)
     stored_text, common["working_tree_differs"] = store.read(path)

@@ -8,9 +8,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT, AlphaSplit
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.baseline_ref import BaselineRef
 from pytest_modelbench.gate.settings import resolve_tolerance
@@ -21,6 +22,7 @@ ERROR_CONTROL = ("session", "task")  # whose false-block rate alpha bounds
 # the command line's gate keys, by option (--gate-margin ...), checked as the YAML's gate block is
 TOLERANCE_OPTIONS = {"--gate-margin": "absolute_margin", "--gate-relative-margin": "relative_margin",
                      "--gate-alpha": "alpha"}
+WEIGHTS_INI = "modelbench_gate_weights"
 
 
 class GateOptionError(ModelbenchError):
@@ -37,6 +39,7 @@ class GatePolicy:
     update_new_only: bool = False  # --snapshot-update-new-only: write missing ones only
     score_only: bool = False  # no gate at all
     baseline_ref: BaselineRef | None = None  # read the baselines from a git ref
+    weights: Mapping[str, float] = field(default_factory=dict)  # the ini's task weights, by '<suite>/<task>' key
 
     @property
     def name_dir(self) -> Path:
@@ -46,11 +49,26 @@ class GatePolicy:
     def writes(self) -> bool:
         return self.update or self.update_new_only
 
-    def tolerance(self, task_config: Any, gated_tasks: int, metrics: Sequence[Any] | None = None) -> Tolerance:
-        """The task's (or group's) gate settings (gate/settings.py), its alpha shared by `gated_tasks` tasks under
-        session error control."""
-        tasks = gated_tasks if self.error_control == "session" else 1
-        return resolve_tolerance(task_config, self.overrides, tasks, metrics)
+    def tolerance(self, task_config: Any, split: AlphaSplit, key: str,
+                  metrics: Sequence[Any] | None = None) -> Tolerance:
+        """The gate settings of the task (or group) `key` (gate/settings.py), with its share of alpha in `split`."""
+        return split.applied(resolve_tolerance(task_config, self.overrides, metrics), key)
+
+    def alpha_split(self, yaml_weights: Mapping[str, float | None], collected: Iterable[str]) -> AlphaSplit:
+        """How alpha is split over the gated items, `yaml_weights`: each one's YAML weight (None: not set) by key, the
+        ini's overriding. GateOptionError for an ini weight that names no `collected` task of a suite collected (a
+        typo would silently leave the task at weight 1); a suite not collected this run may keep its weights."""
+        collected = set(collected)
+        suites = {key.split("/", 1)[0] for key in collected}
+        unknown = sorted(key for key in set(self.weights) - collected if key.split("/", 1)[0] in suites)
+        if unknown:
+            raise GateOptionError(
+                f"{WEIGHTS_INI} names no collected task: {', '.join(unknown)} (keys are '<suite>/<task>', as in "
+                "the summary and --results-json)"
+            )
+        weights = {key: self.weights.get(key, DEFAULT_WEIGHT if weight is None else weight)
+                   for key, weight in yaml_weights.items()}
+        return AlphaSplit(weights, self.error_control)
 
     def as_json(self) -> dict[str, Any]:
         """What a run record holds of the policy: shards judged under other settings are not one session."""
@@ -75,9 +93,30 @@ def checked_overrides(values: Mapping[str, float | None]) -> dict[str, float]:
     return overrides
 
 
+def checked_weights(lines: Sequence[str]) -> dict[str, float]:
+    """The ini's `<suite>/<task> = <weight>` lines as weights by task key; GateOptionError names a bad line."""
+    weights: dict[str, float] = {}
+    for line in lines:
+        key, equals, text = (part.strip() for part in line.partition("="))
+        if not equals or "/" not in key:
+            raise GateOptionError(f"{WEIGHTS_INI}: line {line!r} must read '<suite>/<task> = <weight>'")
+        if key in weights:
+            raise GateOptionError(f"{WEIGHTS_INI}: line {line!r} gives {key} a second weight")
+        try:
+            value: Any = float(text)
+        except ValueError:
+            value = text
+        problem = gate_value_problem("weight", value)
+        if problem:
+            raise GateOptionError(f"{WEIGHTS_INI}: the weight of {key} {problem}")
+        weights[key] = value
+    return weights
+
+
 def checked_policy(
     *, baselines_dir: Path, baseline_name: str, overrides: Mapping[str, float], error_control: str, update: bool,
     update_new_only: bool, score_only: bool, baseline_ref: str | None, reports: Sequence[str] = (),
+    weights: Mapping[str, float] | None = None,
 ) -> GatePolicy:
     """The policy, or GateOptionError for options that cannot go together. `reports`: the gate-report options given
     (--md-report ...), which --score-only refuses."""
@@ -108,5 +147,5 @@ def checked_policy(
     return GatePolicy(
         baselines_dir=baselines_dir, baseline_name=baseline_name, overrides=dict(overrides),
         error_control=error_control, update=update, update_new_only=update_new_only, score_only=score_only,
-        baseline_ref=ref,
+        baseline_ref=ref, weights=dict(weights or {}),
     )

@@ -10,9 +10,10 @@ each item before anything is scored, naming the command that records them. --sco
 reading or writing a baseline; the summary and --results-json say that no gate ran. The outcomes of one item are
 judge.py's.
 
-Error control: `GateSession` counts the gated items collected (before any --shard split, see `count_gated`) and
-every item is gated at its alpha / that count (--gate-error-control=session, the default) or at its alpha (=task);
-see docs/baseline-gate.md, "Error rates". Margins are resolved per metric by `gate/settings.py`.
+Error control: `GateSession` weighs the gated items collected (before any --shard split, see `count_gated`) and
+every item is gated at its alpha × its weight / their weights' sum (--gate-error-control=session, the default;
+gate/alpha_split.py) or at its alpha (=task); see docs/baseline-gate.md, "Error rates". Margins are resolved per
+metric by `gate/settings.py`.
 """
 
 from __future__ import annotations
@@ -24,23 +25,26 @@ import pytest
 
 from pytest_modelbench import cli_options
 from pytest_modelbench.errors import BaselineError
-from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL_UNUSED, SessionDecision, error_budget
+from pytest_modelbench.gate.alpha_split import AlphaSplit
+from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL_UNUSED, SessionDecision
 from pytest_modelbench.gate.judge import GateOutcome, judge_task
 from pytest_modelbench.gate.policy import (
     DEFAULT_BASELINE_NAME,
     ERROR_CONTROL,
     TOLERANCE_OPTIONS,
+    WEIGHTS_INI,
     GateOptionError,
     GatePolicy,
     checked_overrides,
     checked_policy,
+    checked_weights,
 )
 from pytest_modelbench.gate.report import STATUS_MISSING, GateResult, properties
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.settings import DEFAULT_TOLERANCE
 from pytest_modelbench.gate.storage import YAML_SUFFIXES, BaselineStore
 from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineSite, BaselineUpdateExtension
-from pytest_modelbench.tasks.identity import TaskId
+from pytest_modelbench.tasks.identity import TaskId, identify
 
 DEFAULT_BASELINES_DIR = "baselines"
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
@@ -81,6 +85,8 @@ def add_options(parser: pytest.Parser, group: Any) -> None:
                     "verdict is given (without it, a run with no baselines for --baseline-name fails)")
     parser.addini("modelbench_baseline_name", f"baseline name to gate against (default: {DEFAULT_BASELINE_NAME})", default="")
     parser.addini("modelbench_baselines_dir", "folder of baselines (relative to the ini file)", default="")
+    parser.addini(WEIGHTS_INI, "lines '<suite>/<task> = <weight>': the task's share of alpha under "
+                  "--gate-error-control=session (over the YAML's modelbench.gate.weight; default 1)", type="linelist")
 
 
 def configure(config: pytest.Config) -> "GateSession":
@@ -108,6 +114,12 @@ def is_gated(item: pytest.Item) -> bool:
     return type(item).__name__ in GATED_ITEMS
 
 
+def yaml_weight(item: pytest.Item) -> float | None:
+    """A gated item's `modelbench.gate.weight`: its task YAML's, or for a group its group YAML's own."""
+    config = item.group.tree.config if hasattr(item, "group") else item.task_config  # type: ignore[attr-defined]
+    return config.gate.weight
+
+
 def _policy(config: pytest.Config) -> GatePolicy:
     option = config.option
     invocation_dir = Path(config.invocation_params.dir)
@@ -131,6 +143,7 @@ def _policy(config: pytest.Config) -> GatePolicy:
             score_only=bool(config.getoption("--score-only")),
             baseline_ref=config.getoption("--baseline-ref"),
             reports=[name for name in ("--md-report", "--html-report") if config.getoption(name) is not None],
+            weights=checked_weights(config.getini(WEIGHTS_INI)),
         )
     except GateOptionError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -152,7 +165,8 @@ class GateSession:
         self.no_cleanup = bool(getattr(option, "no_cleanup", False))
         self.suite_roots = [Path(p) for p in config.getini("modelbench_suites")]
         self.suite_dirs: set[Path] = set()
-        self.gated_items: int | None = None  # counted when collection finishes, or by --shard before it splits
+        self.collected: set[str] = set()  # the keys of every gated item collected, deselected ones too
+        self.split: AlphaSplit | None = None  # made when collection finishes, or by --shard before it splits
         self.decision = SessionDecision(self.policy.baseline_name, score_only=self.policy.score_only,
                                         display=self.store.display)
 
@@ -161,17 +175,23 @@ class GateSession:
         return self.policy.baseline_name
 
     @property
-    def gated_tasks(self) -> int:
-        """The tasks sharing the session's alpha."""
-        return error_budget(self.gated_items or 0, self.policy.error_control)
+    def alpha_split(self) -> AlphaSplit:
+        """How the session's alpha is shared by its gated tasks."""
+        return self.split or AlphaSplit(error_control=self.policy.error_control)
 
     def tolerance(self, task_config: Any, metrics: Any = None) -> Tolerance:
-        return self.policy.tolerance(task_config, self.gated_tasks, metrics)
+        key = identify(task_config.source, task_config.task, self.suite_roots).key
+        return self.policy.tolerance(task_config, self.alpha_split, key, metrics)
 
     def count_gated(self, items: Sequence[pytest.Item]) -> None:
-        """Count the session's gated items; called by --shard before it keeps one shard's items (plugin.py), so
+        """Weigh the session's gated items; called by --shard before it keeps one shard's items (plugin.py), so
         that every shard splits alpha over the whole session."""
-        self.gated_items = sum(is_gated(item) for item in items)
+        gated = [item for item in items if is_gated(item)]
+        try:
+            self.split = self.policy.alpha_split({item.task_id.key: yaml_weight(item) for item in gated},
+                                                 self.collected)
+        except GateOptionError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
     # ------------------------------------------------------------------ one item
 
@@ -187,7 +207,7 @@ class GateSession:
     def check(self, item: pytest.Item, evaluation: Any, runner: Any) -> None:
         judgement = judge_task(
             item.task_id, evaluation, runner, policy=self.policy, store=self.store,  # type: ignore[attr-defined]
-            gated_tasks=self.gated_tasks,
+            split=self.alpha_split,
             persist=lambda path, candidate, stored, outcome: self._persist(item, path, candidate, stored, outcome),
             changed_documents=self.html_report is not None,
         )
@@ -227,12 +247,14 @@ class GateSession:
     # ------------------------------------------------------------------ hooks
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        # Every xdist worker (and every shard) collects the same items, so each one splits alpha over the same count
-        # and an item can be gated on its own, wherever it runs.
-        if self.gated_items is None:
+        # Every xdist worker (and every shard) collects the same items, so each one splits alpha over the same
+        # weights and an item can be gated on its own, wherever it runs.
+        if self.split is None:
             self.count_gated(session.items)
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
+        if is_gated(item):
+            self.collected.add(item.task_id.key)  # type: ignore[attr-defined]
         if item.path is not None and item.path.suffix in YAML_SUFFIXES and is_gated(item):
             self.suite_dirs.add(Path(item.path).parent.resolve())
 

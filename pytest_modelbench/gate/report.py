@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT
 from pytest_modelbench.gate.baseline import BaselineRecord
 from pytest_modelbench.gate.compare import Entry, TaskComparison
 from pytest_modelbench.gate.statistics import Verdict
@@ -28,9 +29,10 @@ LEGEND = (
 COLUMNS_NOTE = (
     "how to read it: gate = the task's verdict against its baseline (a regression fails the task; pass, improved "
     "and inconclusive pass); detail = what moved, counted in entries (one per metric overall and per category, each "
-    "compared with the baseline); caught at 80% = the smallest drop of each overall score that this run blocks 4 "
-    "times in 5 (smaller drops may pass); false blocks = how often a model no worse than its baseline is blocked by "
-    "chance"
+    "compared with the baseline); alpha share = the false-block rate the task was tested at, and its share of the "
+    "run's alpha (its weight over the gated tasks' total); caught at 80% = the smallest drop of each overall score "
+    "that this run blocks 4 times in 5 (smaller drops may pass); false blocks = how often a model no worse than its "
+    "baseline is blocked by chance"
 )
 SCORES_HEADER = ("metric", "category", "n", "this run", "baseline (other settings)")
 
@@ -158,7 +160,8 @@ def properties(result: "GateResult") -> list[tuple[str, str]]:
     head = {
         "task": result.task, "status": result.status, "verdict": result.verdict, "baseline": result.baseline,
         "baseline_name": result.baseline_name, "note": result.note, "n_documents": result.n_documents,
-        "alpha": result.alpha, "tasks": result.tasks, "baseline_provenance": result.baseline_provenance,
+        "alpha": result.alpha, "tasks": result.tasks, "weight": result.weight, "total_weight": result.total_weight,
+        "baseline_provenance": result.baseline_provenance,
         "candidate_provenance": result.candidate_provenance, "baseline_ref": result.baseline_ref,
         "working_tree_differs": result.working_tree_differs,
     }
@@ -188,6 +191,8 @@ class GateResult:
     failed: bool = False
     alpha: float | None = None  # the task's alpha (--gate-alpha, else its YAML's), when compared
     tasks: int = 1  # gated tasks sharing the session's false-block rate (1 under --gate-error-control=task)
+    weight: float = DEFAULT_WEIGHT  # the task's weight (gate/alpha_split.py)
+    total_weight: float | None = None  # the weights alpha was split by; None: every task weighs 1 (the total is tasks)
     baseline_provenance: dict[str, Any] | None = None  # the stored baseline's, when it could be read
     candidate_provenance: dict[str, Any] | None = None  # this run's, when the gate was on
     baseline_ref: str | None = None  # --baseline-ref: the git ref the baseline was read from
@@ -197,12 +202,17 @@ class GateResult:
     # category, with the stored baseline's where one could be read ({metric, category, n, value, baseline, baseline_n}).
     scores: list[dict[str, Any]] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        if self.total_weight is None:
+            self.total_weight = float(self.tasks)
+
     @classmethod
     def from_comparison(cls, comparison: TaskComparison, **kwargs: Any) -> "GateResult":
         return cls(
             status=STATUS_COMPARED, verdict=comparison.verdict.value,
             n_documents=comparison.n_documents, entries=[entry_json(e) for e in comparison.worst_first()],
-            alpha=comparison.tolerance.alpha, tasks=comparison.tolerance.tasks, **kwargs,
+            alpha=comparison.tolerance.alpha, tasks=comparison.tolerance.tasks, weight=comparison.tolerance.weight,
+            total_weight=comparison.tolerance.total_weight, **kwargs,
         )
 
     @classmethod
@@ -223,6 +233,7 @@ class GateResult:
             task=head["task"], status=head["status"], baseline=head["baseline"], baseline_name=head["baseline_name"],
             verdict=head.get("verdict"), note=head.get("note", ""), n_documents=head.get("n_documents", 0),
             entries=entries, nodeid=nodeid, failed=failed, alpha=head.get("alpha"), tasks=head.get("tasks", 1),
+            weight=head.get("weight", DEFAULT_WEIGHT), total_weight=head.get("total_weight"),
             baseline_provenance=head.get("baseline_provenance"), candidate_provenance=head.get("candidate_provenance"),
             baseline_ref=head.get("baseline_ref"), working_tree_differs=head.get("working_tree_differs", False),
             changed_documents=documents, scores=scores,
@@ -235,15 +246,22 @@ class GateResult:
 
     @property
     def level(self) -> float | None:
-        """The false-block rate this task was tested at (alpha / tasks), when compared: its share of the run's bound."""
-        return None if self.alpha is None else self.alpha / self.tasks
+        """The false-block rate this task was tested at (alpha × weight / total_weight), when compared: its share of
+        the run's bound."""
+        return None if self.alpha is None else self.alpha * (self.weight / self.total_weight)  # as task_alpha's
+
+    @property
+    def alpha_share(self) -> str:
+        """The level and the task's share of alpha for tables, '0.0125 (25%)'; '-' when not compared."""
+        return "-" if self.level is None else f"{self.level:.3g} ({100 * self.weight / self.total_weight:.3g}%)"
 
     def as_json(self) -> dict[str, Any]:
         """The task's outcome in --results-json (schema: pytest_modelbench/schemas/results.schema.json)."""
         return {
             "status": self.outcome, "note": self.note, "baseline": self.baseline, "baseline_name": self.baseline_name,
             "baseline_provenance": self.baseline_provenance, "n_documents": self.n_documents, "alpha": self.alpha,
-            "gated_tasks": self.tasks, "level": self.level, "entries": self.entries, "baseline_ref": self.baseline_ref,
+            "gated_tasks": self.tasks, "weight": self.weight, "total_weight": self.total_weight, "level": self.level,
+            "entries": self.entries, "baseline_ref": self.baseline_ref,
             "working_tree_differs": self.working_tree_differs,
         }
 
@@ -327,6 +345,17 @@ def _levels_text(compared: Sequence[GateResult], rate: Callable[[GateResult], fl
     return ", ".join([f"{common:.3g} per task", *others])
 
 
+def _weights_text(compared: Sequence[GateResult]) -> str:
+    """The tasks' weights when they differ, the most common one as 'others': 'weighted: bias/crows 3, others 1'."""
+    weights = {result.task: result.weight for result in compared}
+    values = list(weights.values())
+    if len(set(values)) < 2:
+        return ""
+    usual = max(set(values), key=lambda weight: (values.count(weight), weight == DEFAULT_WEIGHT))
+    named = ", ".join(f"{task} {weight:g}" for task, weight in sorted(weights.items()) if weight != usual)
+    return f"weighted: {named}, others {usual:g}"
+
+
 def error_rate_line(results: Sequence[GateResult]) -> str | None:
     """What the gate's blocks are worth: the false-block bound of the run and how it is shared."""
     compared = [r for r in results if r.alpha is not None]
@@ -334,16 +363,17 @@ def error_rate_line(results: Sequence[GateResult]) -> str | None:
     if bound is None:
         return None
     if all(r.tasks == 1 for r in compared) and len(results) > 1:
+        unused = "; the tasks' weights are not used" if any(r.weight != DEFAULT_WEIGHT for r in compared) else ""
         return (
             f"false blocks: at most {_levels_text(compared, lambda r: r.alpha)} when nothing regressed past its "
-            f"margin (--gate-error-control=task); up to {bound:.4g} for the {len(compared)} compared task(s) together"
+            f"margin (--gate-error-control=task{unused}); up to {bound:.4g} for the {len(compared)} compared task(s) "
+            "together"
         )
     gated = max(r.tasks for r in compared)
     tasks = f"{gated} gated task(s)" if len(compared) == gated else f"{len(compared)} compared of {gated} gated tasks"
-    return (
-        f"false blocks: at most {bound:.4g} for the {tasks} together when nothing regressed past its margin "
-        f"({_levels_text(compared, lambda r: r.level)})"
-    )
+    shares = "; ".join(text for text in (_levels_text(compared, lambda r: r.level), _weights_text(compared)) if text)
+    return (f"false blocks: at most {bound:.4g} for the {tasks} together when nothing regressed past its margin "
+            f"({shares})")
 
 
 def baseline_ref_lines(results: Sequence[GateResult]) -> list[str]:
@@ -374,8 +404,8 @@ def terminal_lines(results: Sequence[GateResult], max_entries: int = 8, custom_t
     if rate:
         lines.append(rate)
     lines += baseline_ref_lines(results)
-    rows = [(r.task, r.outcome, _detail(r), r.power) for r in results]
-    lines += format_table(("task", "gate", "detail", "caught at 80%"), rows)
+    rows = [(r.task, r.outcome, _detail(r), r.alpha_share, r.power) for r in results]
+    lines += format_table(("task", "gate", "detail", "alpha share", "caught at 80%"), rows)
     lines.append(COLUMNS_NOTE)
     rebaselines = [r for r in results if r.status == STATUS_REBASELINE]
     if rebaselines:
@@ -426,9 +456,9 @@ def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence
         ref_lines = [_md_escape(line) for line in baseline_ref_lines(results)]
         if ref_lines:
             lines += ["", ref_lines[0], "", *(f"- {line}" for line in ref_lines[1:])]
-        lines += ["", "| task | gate | detail | caught at 80% |", "|---|---|---|---|"]
+        lines += ["", "| task | gate | detail | alpha share | caught at 80% |", "|---|---|---|---|---|"]
         lines += [
-            f"| {_md_escape(r.task)} | {_md_escape(r.outcome)} | {_md_escape(_detail(r))} | {_md_escape(r.power)} |"
+            "| " + " | ".join(_md_escape(c) for c in (r.task, r.outcome, _detail(r), r.alpha_share, r.power)) + " |"
             for r in results
         ]
         lines += ["", _md_escape(COLUMNS_NOTE)]

@@ -6,7 +6,8 @@ test against no change at all, and `--gate-margin=0.005` is a half-point margin 
 relative (likelihood_diff's 10%). Without one, each margin key is taken from the most specific place that sets it:
 the YAML's `modelbench.gate.metrics.<metric>`, the YAML's `modelbench.gate`, the metric's own margin (registry).
 
-Alpha. --gate-alpha, else the YAML's `modelbench.gate.alpha`, else 0.05; the task is tested at alpha / tasks.
+Alpha. --gate-alpha, else the YAML's `modelbench.gate.alpha`, else 0.05; the task's share of it is the session's
+(gate/alpha_split.py).
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ DEFAULT_TOLERANCE = Tolerance(absolute_margin=0.01, relative_margin=0.0, alpha=0
 MARGIN_KEYS = {"absolute_margin": "absolute", "relative_margin": "relative"}  # gate key -> Margin field
 
 
-def resolve_tolerance(task_config: Any, overrides: Mapping[str, float], tasks: int,
+def resolve_tolerance(task_config: Any, overrides: Mapping[str, float],
                       metrics: Sequence[Metric] | None = None) -> Tolerance:
-    """The task's Tolerance. `overrides`: the command line's gate keys (absolute_margin, relative_margin, alpha),
-    already checked; `tasks`: the number of gated tasks sharing the alpha (1 under per-task control); `metrics`: the
-    scored metrics (a group's aggregates), else the task config's metric_list."""
+    """The task's Tolerance, all of alpha its own. `overrides`: the command line's gate keys (absolute_margin,
+    relative_margin, alpha), already checked; `metrics`: the scored metrics (a group's aggregates), else the task
+    config's metric_list."""
     yaml_gate = task_config.gate
     if metrics is None:
         metrics = resolve_metrics(task_config)  # it ran at collection, so it does not raise here
@@ -33,7 +34,7 @@ def resolve_tolerance(task_config: Any, overrides: Mapping[str, float], tasks: i
     if any(key in overrides for key in MARGIN_KEYS):
         every = Margin(**{field_name: overrides.get(key, 0.0) for key, field_name in MARGIN_KEYS.items()})
         return Tolerance(
-            absolute_margin=every.absolute, relative_margin=every.relative, alpha=alpha, tasks=tasks,
+            absolute_margin=every.absolute, relative_margin=every.relative, alpha=alpha,
             metric_margins={metric.name: every for metric in metrics},
         )
     metric_margins = {}
@@ -46,7 +47,7 @@ def resolve_tolerance(task_config: Any, overrides: Mapping[str, float], tasks: i
     return Tolerance(
         absolute_margin=_first(yaml_gate.absolute_margin, DEFAULT_TOLERANCE.absolute_margin),
         relative_margin=_first(yaml_gate.relative_margin, DEFAULT_TOLERANCE.relative_margin),
-        alpha=alpha, tasks=tasks, metric_margins=metric_margins,
+        alpha=alpha, metric_margins=metric_margins,
     )
 
 

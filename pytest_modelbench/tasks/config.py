@@ -28,7 +28,7 @@ _FEWSHOT_CONFIG_KEYS = {
 }
 _SAMPLERS = {"default", "first_n"}
 _MARGIN_KEYS = {"absolute_margin", "relative_margin"}
-_GATE_KEYS = _MARGIN_KEYS | {"alpha", "metrics"}
+_GATE_KEYS = _MARGIN_KEYS | {"alpha", "weight", "metrics"}
 _MODELBENCH_KEYS = {"category_field", "gate", "limit"}
 # Bias-suite keys of the `modelbench:` block (document_rules.py; masked_protocol: scoring/masked.py).
 _MODELBENCH_KEYS |= {"categories", "required_fields", "exclude", "masked_protocol"}
@@ -71,6 +71,7 @@ class GateTolerance:
     absolute_margin: float | None = None
     relative_margin: float | None = None
     alpha: float | None = None
+    weight: float | None = None  # the task's weight in the session's split of alpha (gate/alpha_split.py)
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # metric → {absolute_margin, relative_margin}
 
 
@@ -138,12 +139,15 @@ class TaskConfig:
 
 
 def gate_value_problem(key: str, value: Any) -> str | None:
-    """What is wrong with a gate tolerance value (YAML `modelbench.gate` or a --gate-* option), if anything."""
+    """What is wrong with a gate tolerance value (YAML `modelbench.gate`, a --gate-* option or an ini weight), if
+    anything."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return f"must be a number, got {value!r}"
     if key == "alpha" and not 0 < value < 1:
         return f"must lie strictly between 0 and 1, got {value!r}"
-    if key != "alpha" and value < 0:
+    if key == "weight" and not value > 0:
+        return f"must be > 0, got {value!r}"
+    if value < 0:
         return f"must be >= 0, got {value!r}"
     return None
 

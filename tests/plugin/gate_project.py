@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,15 +78,15 @@ def baseline_file(pytester, task=TASK, name="default") -> Path:
     return pytester.path / "baselines" / name / SUITE / f"{task}.json"
 
 
-def gate_heads(junit_xml: Path) -> dict[str, int]:
-    """task → the number of gated tasks its alpha was shared by, from the JUnit XML."""
+def gate_heads(junit_xml: Path, key: str = "tasks") -> dict[str, Any]:
+    """task → its gate head's `key` (default: the number of gated tasks its alpha was shared by), from the JUnit XML."""
     import json
 
     heads = {}
     for case in ET.parse(junit_xml).getroot().iter("testcase"):
         for prop in case.iter("property"):
             if prop.get("name") == "modelbench.gate":
-                heads[case.get("name")] = json.loads(prop.get("value"))["tasks"]
+                heads[case.get("name")] = json.loads(prop.get("value"))[key]
     return heads
 
 

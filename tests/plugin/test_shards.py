@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from pytest_modelbench.__main__ import EXIT_REFUSED, main
-from pytest_modelbench.sharding import Unit, assign, join_units, parse_shard, ShardError
+from pytest_modelbench.sharding import ShardError, Unit, assign, join_units, parse_shard
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     _one_torch_thread,
     bad_model,
@@ -95,3 +95,18 @@ def test_the_split_depends_on_cost_and_keeps_shared_tasks_together():
 def test_a_shard_is_k_of_n(text):
     with pytest.raises(ShardError, match="--shard must be K/N"):
         parse_shard(text)
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("{not json", "not a readable run record"),
+    ('{"format": "pytest-modelbench-run-record/0"}', "not a run record of this version"),
+    ('{"format": "pytest-modelbench-run-record/1", "shard": {"index": 1, "count": 2}}', "incomplete or hand-edited"),
+])
+def test_a_bad_record_is_one_line_naming_it(tmp_path, capsys, text, problem):
+    record = tmp_path / "shard-1.json"
+    record.write_text(text)
+    assert main(["merge", str(record)]) == EXIT_REFUSED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(record) in err and problem in err
+    assert main(["merge", str(tmp_path / "gone.json")]) == EXIT_REFUSED
+    assert "no such run record" in capsys.readouterr().err

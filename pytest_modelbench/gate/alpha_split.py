@@ -1,0 +1,42 @@
+"""How the session's alpha is split across its gated items: weighted Bonferroni.
+
+Each gated item (a task, or a group gated as one) has a weight: its line in the ini's `modelbench_gate_weights`, else
+its YAML's `modelbench.gate.weight` (a group's own block for a group item), else 1 (GatePolicy.alpha_split). Under
+--gate-error-control=session an item is tested at its alpha × weight / W, W the sum of the weights of every gated
+item collected (after -k/-m deselection, before a --shard split): the levels still sum to alpha, so the union bound
+holds for the session whatever the weights, and W, like the count it replaces, is known when collection finishes on
+every xdist worker and every shard, so each item still decides on its own. Under =task every item is tested at its
+own alpha and the weights are not used. See docs/baseline-gate.md, "Error rates".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from pytest_modelbench.gate.baseline import Tolerance
+
+DEFAULT_WEIGHT = 1.0
+
+
+@dataclass(frozen=True)
+class AlphaSplit:
+    weights: Mapping[str, float] = field(default_factory=dict)  # every gated item's weight, by '<suite>/<task>' key
+    error_control: str = "session"
+
+    @property
+    def tasks(self) -> int:
+        """How many tasks share the session's alpha (1 under per-task control)."""
+        return max(1, len(self.weights)) if self.error_control == "session" else 1
+
+    def applied(self, tolerance: Tolerance, key: str) -> Tolerance:
+        """`tolerance` with the task's share of alpha: its weight over the session's total, or all of it under
+        per-task control (the weight is kept for the reports)."""
+        weight = self.weights.get(key, DEFAULT_WEIGHT)
+        total = (sum(self.weights.values()) or weight) if self.error_control == "session" else weight
+        return replace(tolerance, tasks=self.tasks, weight=weight, total_weight=total)
+
+    def as_json(self) -> dict[str, Any]:
+        """What a run record holds of the split: shards that split alpha otherwise are not one session."""
+        return {"tasks": self.tasks, "weights": {key: weight for key, weight in sorted(self.weights.items())
+                                                 if weight != DEFAULT_WEIGHT}}
