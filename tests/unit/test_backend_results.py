@@ -4,8 +4,6 @@ inside a metric, or to drop the extra values without a word)."""
 
 from __future__ import annotations
 
-import json
-import textwrap
 from types import SimpleNamespace
 
 import pytest
@@ -15,9 +13,8 @@ from pytest_modelbench.evaluation import evaluate_task
 from pytest_modelbench.fixtures import ModelbenchModel
 from pytest_modelbench.scoring.backend import BackendInfo
 from pytest_modelbench.scoring.masked import MaskedLMScorer
-from pytest_modelbench.tasks.config import load_task_config
-from pytest_modelbench.tasks.task import prepare_task
 from tests.fixtures.tiny_bert import build_tiny_bert
+from tests.fixtures.toy_tasks import toy_task as write_toy_task
 
 ROWS = [{"q": "Which gas?", "choices": ["oxygen", "nitrogen"], "label": 0, "text": "The quick brown fox."},
         {"q": "Which metal?", "choices": ["iron", "gold"], "label": 1, "text": "He couldn't figure it out."}]
@@ -51,16 +48,7 @@ class FakeBackend:
 
 
 def toy_task(tmp_path, output_type: str):
-    (tmp_path / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS), encoding="utf-8")
-    (tmp_path / "toy.yaml").write_text(textwrap.dedent(f"""\
-        task: toy
-        dataset_path: json
-        dataset_kwargs:
-          data_files: {{test: test.jsonl}}
-        test_split: test
-        output_type: {output_type}
-        """) + KEYS[output_type], encoding="utf-8")
-    return prepare_task(load_task_config(tmp_path / "toy.yaml"))
+    return write_toy_task(tmp_path, ROWS, output_type, KEYS[output_type])
 
 
 @pytest.mark.parametrize("values", [[-1.0, -2.0, -3.0], [-1.0, -2.0, -3.0, -4.0, -5.0], []])

@@ -5,9 +5,7 @@ bad position."""
 
 from __future__ import annotations
 
-import json
 import math
-import textwrap
 
 import pytest
 
@@ -16,8 +14,7 @@ from pytest_modelbench.evaluation import evaluate_task
 from pytest_modelbench.scoring.backend import BackendInfo, DocumentRequest, LoglikelihoodRequest
 from pytest_modelbench.scoring.front import ScoringFront
 from pytest_modelbench.scoring.score_cache import ScoreCache
-from pytest_modelbench.tasks.config import load_task_config
-from pytest_modelbench.tasks.task import prepare_task
+from tests.fixtures.toy_tasks import toy_task as write_toy_task
 
 # What the test backend "knows": the answer it prefers for each question. It knows three of the four gold answers
 # and prefers a wrong one for the fourth, so accuracy is 3/4 by construction.
@@ -57,17 +54,7 @@ MULTIPLE_CHOICE = "doc_to_target: label\ndoc_to_choice: choices\n"
 
 
 def toy_task(tmp_path, output_type="multiple_choice", keys=MULTIPLE_CHOICE):
-    (tmp_path / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS), encoding="utf-8")
-    (tmp_path / "toy.yaml").write_text(textwrap.dedent(f"""\
-        task: toy
-        dataset_path: json
-        dataset_kwargs:
-          data_files: {{test: test.jsonl}}
-        test_split: test
-        output_type: {output_type}
-        doc_to_text: "Question: {{{{q}}}}\\nAnswer:"
-        """) + keys, encoding="utf-8")
-    return prepare_task(load_task_config(tmp_path / "toy.yaml"))
+    return write_toy_task(tmp_path, ROWS, output_type, 'doc_to_text: "Question: {{q}}\\nAnswer:"\n' + keys)
 
 
 def test_a_backend_of_the_seam_alone_runs_a_multiple_choice_task(tmp_path):
