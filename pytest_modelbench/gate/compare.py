@@ -30,6 +30,10 @@ Against the margin δ (non-inferiority): p_worse = Φ((delta + δ) / SE) is the 
 −δ"; for 0/1 metrics it is also never below McNemar's one-sided exact tail (a regression beyond the margin is a
 regression, and the tail keeps a handful of discordant documents, where the normal approximation is poor, from
 blocking). The bootstrap gives only the SE, so no number of resamples limits how small a p-value can be.
+Derived evidence. A task whose metrics are the inputs of a derived metric (metrics/evidence.py: CrowS-Pairs'
+signed stereotype_preference from pct_stereotype and likelihood_diff) gets its entries too, overall and per
+category, tested like any continuous metric and in the same family; its margin is taken at the derived metric's
+own scale of the baseline's values (the mean absolute gap) instead of at their mean.
 Categories. A category holds the documents of that category; a group's subgroup (`category_members`) holds those of
 its tasks. A group metric that some tasks do not score is tested on the documents of those that do.
 Error control. The task's entries (every metric, overall and per category) are one family, tested with weighted
@@ -47,6 +51,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from pytest_modelbench.gate.baseline import BaselineRecord, Tolerance
+from pytest_modelbench.metrics.evidence import derived_metrics
+from pytest_modelbench.metrics.registry import Direction
 from pytest_modelbench.gate.statistics import (
     Verdict,
     bootstrap_standard_error,
@@ -155,6 +161,20 @@ class _Test:
 _NO_TEST = _Test(0.0, 0.0, "none")
 
 
+@dataclass(frozen=True)
+class _Tested:
+    """One entry before the task's error control: its test, and the value its margin is taken at."""
+
+    metric: str
+    direction: Direction
+    category: str | None
+    n: int
+    baseline: float
+    candidate: float
+    test: _Test
+    margin_at: float  # the baseline value; a derived metric's own scale (metrics/evidence.py)
+
+
 def _registered_aggregate(name: str) -> Callable[..., float | None] | None:
     from pytest_modelbench.metrics.generative import corpus_aggregate
     from pytest_modelbench.metrics.registry import METRICS
@@ -220,16 +240,23 @@ def aggregate_test(
     """Paired bootstrap of a metric's own aggregate: (baseline value, candidate value, oriented test).
 
     Same SE convention as `statistics.paired_bootstrap`; resamples where the aggregate is undefined (None) are
-    dropped.
+    dropped. An aggregate with a `resampler` (metrics/bias.py's OverTerms) is evaluated at each resample's indices
+    without rebuilding its document list.
     """
     n = len(documents)
     if n == 0:
         return None, None, _NO_TEST
+    resampler = getattr(aggregate, "resampler", None)
+    if resampler is not None:
+        baseline_at, candidate_at = resampler(baseline, documents), resampler(candidate, documents)
 
-    def values_at(idx: np.ndarray) -> tuple[float | None, float | None]:
-        docs = [documents[i] for i in idx.tolist()]
-        return (aggregate({k: v[idx] for k, v in baseline.items()}, docs),
-                aggregate({k: v[idx] for k, v in candidate.items()}, docs))
+        def values_at(idx: np.ndarray) -> tuple[float | None, float | None]:
+            return baseline_at(idx), candidate_at(idx)
+    else:
+        def values_at(idx: np.ndarray) -> tuple[float | None, float | None]:
+            docs = [documents[i] for i in idx.tolist()]
+            return (aggregate({k: v[idx] for k, v in baseline.items()}, docs),
+                    aggregate({k: v[idx] for k, v in candidate.items()}, docs))
 
     base_value, cand_value = values_at(np.arange(n))
     if base_value is None or cand_value is None:
@@ -272,7 +299,7 @@ def compare(
 
     base_values = {name: _as_column(v)[order] for name, v in baseline.values.items()}
     cand_values = {name: _as_column(v) for name, v in candidate.values.items()}
-    tested: list[tuple[Any, str | None, int, float, float, _Test]] = []  # metric, category, n, values, test
+    tested: list[_Tested] = []
     for metric in candidate.metrics:
         seed = functools.partial(_seed, candidate.task, metric.name)
         # A group metric has no value on the documents of its tasks that do not score it (NaN on both sides).
@@ -294,7 +321,8 @@ def compare(
                 )
                 if base_value is None or cand_value is None:
                     raise ValueError(f"metric '{metric.name}': the aggregate is undefined on {len(idx)} documents")
-                tested.append((metric, category, len(idx), base_value, cand_value, test))
+                tested.append(_Tested(metric.name, metric.as_direction(), category, len(idx), base_value, cand_value,
+                                      test, base_value))
         else:
             for category, mask in groups:
                 base, cand = base_values[metric.name][mask & scored], cand_values[metric.name][mask & scored]
@@ -304,29 +332,40 @@ def compare(
                     base, cand, direction=metric.direction, ideal=metric.ideal, binary=metric.binary,
                     seed=seed(category), n_resamples=N_RESAMPLES,
                 )
-                tested.append((metric, category, int(base.size), float(np.mean(base)), float(np.mean(cand)), test))
+                tested.append(_Tested(metric.name, metric.as_direction(), category, int(base.size),
+                                      float(np.mean(base)), float(np.mean(cand)), test, float(np.mean(base))))
+    for derived in derived_metrics(candidate.metric_names):
+        base_column, cand_column = derived.values(base_values), derived.values(cand_values)
+        for category, mask in groups:
+            base, cand = base_column[mask], cand_column[mask]
+            if base.size == 0:
+                continue
+            test = paired_test(
+                base, cand, direction=derived.direction.kind, ideal=derived.direction.ideal, binary=False,
+                seed=_seed(candidate.task, derived.name, category), n_resamples=N_RESAMPLES,
+            )
+            tested.append(_Tested(derived.name, derived.direction, category, int(base.size), float(np.mean(base)),
+                                  float(np.mean(cand)), test, derived.margin_scale(base)))
 
-    margins = [tolerance.margin(metric.name).at(base_value) for metric, _, _, base_value, _, _ in tested]
-    p_values = [test.p_values(margin) for (*_, test), margin in zip(tested, margins)]
-    weights = holm_weights([category for _, category, *_ in tested])
+    margins = [tolerance.margin(t.metric).at(t.margin_at) for t in tested]
+    p_values = [t.test.p_values(margin) for t, margin in zip(tested, margins)]
+    weights = holm_weights([t.category for t in tested])
     alpha = tolerance.task_alpha
     adjusted = holm_adjust([worse for worse, _ in p_values], weights) if tested else []
     entries: list[Entry] = []
-    for (metric, category, n, base_value, cand_value, test), margin, (worse, better), p_value, weight in zip(
-        tested, margins, p_values, adjusted, weights
-    ):
+    for t, margin, (worse, better), p_value, weight in zip(tested, margins, p_values, adjusted, weights):
         # The entry's own level before any weight is passed on to it: what it is sure to be tested at.
-        mde = detectable_regression(test.standard_error, margin, alpha * weight / sum(weights), POWER)
+        mde = detectable_regression(t.test.standard_error, margin, alpha * weight / sum(weights), POWER)
         judgement = judge(
-            test.delta, p_worse=p_value, p_better=better, standard_error=test.standard_error, margin=margin,
+            t.test.delta, p_worse=p_value, p_better=better, standard_error=t.test.standard_error, margin=margin,
             alpha=alpha, mde=mde,
         )
         entries.append(
             Entry(
-                metric=metric.name, category=category, n=n, baseline=base_value, candidate=cand_value,
-                delta=test.delta, margin=margin, p_value=judgement.p_value, raw_p_value=worse, mde=mde,
-                standard_error=test.standard_error, verdict=judgement.verdict, test=test.test,
-                direction=f"ideal {metric.ideal:g}" if metric.direction == "ideal" else metric.direction,
+                metric=t.metric, category=t.category, n=t.n, baseline=t.baseline, candidate=t.candidate,
+                delta=t.test.delta, margin=margin, p_value=judgement.p_value, raw_p_value=worse, mde=mde,
+                standard_error=t.test.standard_error, verdict=judgement.verdict, test=t.test.test,
+                direction=f"ideal {t.direction.ideal:g}" if t.direction.kind == "ideal" else t.direction.kind,
             )
         )
     return TaskComparison(candidate.task, tuple(entries), len(order), tolerance)

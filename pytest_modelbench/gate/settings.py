@@ -4,7 +4,8 @@ Margins. A margin given on the command line (--gate-margin, --gate-relative-marg
 every metric of every task, absolute and relative alike: the options not given count as 0, so `--gate-margin=0` is a
 test against no change at all, and `--gate-margin=0.005` is a half-point margin even for a metric whose own margin is
 relative (likelihood_diff's 10%). Without one, each margin key is taken from the most specific place that sets it:
-the YAML's `modelbench.gate.metrics.<metric>`, the YAML's `modelbench.gate`, the metric's own margin (registry).
+the YAML's `modelbench.gate.metrics.<metric>`, the YAML's `modelbench.gate`, the metric's own margin (registry;
+for a derived metric such as stereotype_preference, metrics/evidence.py).
 
 Alpha. --gate-alpha, else the YAML's `modelbench.gate.alpha`, else 0.05; the task's share of it is the session's
 (gate/alpha_split.py).
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from pytest_modelbench.gate.baseline import Tolerance
+from pytest_modelbench.metrics.evidence import derived_metrics
 from pytest_modelbench.metrics.generative import base_metric_name
 from pytest_modelbench.metrics.registry import Margin, Metric, resolve_metrics
 
@@ -35,10 +37,11 @@ def resolve_tolerance(task_config: Any, overrides: Mapping[str, float],
         every = Margin(**{field_name: overrides.get(key, 0.0) for key, field_name in MARGIN_KEYS.items()})
         return Tolerance(
             absolute_margin=every.absolute, relative_margin=every.relative, alpha=alpha,
-            metric_margins={metric.name: every for metric in metrics},
+            metric_margins={name: every for name in (*(m.name for m in metrics),
+                                                     *(d.name for d in derived_metrics(m.name for m in metrics)))},
         )
     metric_margins = {}
-    for metric in metrics:
+    for metric in (*metrics, *derived_metrics(m.name for m in metrics)):
         yaml_metric = yaml_gate.metrics.get(base_metric_name(metric.name), {})
         metric_margins[metric.name] = Margin(**{
             field_name: _first(yaml_metric.get(key), getattr(yaml_gate, key), getattr(metric.margin, field_name))

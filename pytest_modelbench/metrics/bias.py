@@ -27,8 +27,8 @@ All three are fractions in 0-1 (×100 gives the paper's numbers). Ideal points: 
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -81,22 +81,44 @@ def term_of(doc: Any) -> str:
     return str(term)
 
 
-def mean_over_terms(values: np.ndarray, documents: Sequence[Any]) -> float | None:
-    """Mean per target term, then the mean over terms (None without documents)."""
-    if len(documents) == 0:
-        return None
-    by_term: dict[str, list[float]] = defaultdict(list)
-    for value, doc in zip(values, documents):
-        by_term[term_of(doc)].append(float(value))
-    return float(np.mean([np.mean(term_values) for term_values in by_term.values()]))
+def _term_codes(documents: Sequence[Any]) -> np.ndarray:
+    """Each document's target term as a small integer (first seen, first numbered)."""
+    codes: dict[str, int] = {}
+    return np.array([codes.setdefault(term_of(doc), len(codes)) for doc in documents], dtype=np.intp)
 
 
-def aggregate_lms(per_document: Mapping[str, np.ndarray], documents: Sequence[Any]) -> float | None:
-    return mean_over_terms(per_document["lms"], documents)
+def _mean_over_terms(values: np.ndarray, codes: np.ndarray) -> float:
+    counts = np.bincount(codes)
+    seen = counts > 0
+    return float(np.mean(np.bincount(codes, weights=values)[seen] / counts[seen]))
 
 
-def aggregate_ss(per_document: Mapping[str, np.ndarray], documents: Sequence[Any]) -> float | None:
-    return mean_over_terms(per_document["ss"], documents)
+@dataclass(frozen=True)
+class OverTerms:
+    """A StereoSet aggregate: `combine` of its `inputs` metrics, each averaged per target term and then over terms.
+
+    Called as any aggregate, (per-document values, documents) → value (None without documents). `resampler` serves
+    the gate's paired bootstrap, which re-applies the aggregate to hundreds of resamples: the documents' terms are
+    read once, and each resample (an index array, repeats allowed) costs a few numpy calls.
+    """
+
+    inputs: tuple[str, ...]
+    combine: Callable[..., float]
+
+    def __call__(self, per_document: Mapping[str, np.ndarray], documents: Sequence[Any]) -> float | None:
+        return self.resampler(per_document, documents)(np.arange(len(documents)))
+
+    def resampler(self, per_document: Mapping[str, np.ndarray],
+                  documents: Sequence[Any]) -> Callable[[np.ndarray], float | None]:
+        codes = _term_codes(documents)
+        columns = [np.asarray(per_document[name], dtype=float) for name in self.inputs]
+
+        def at(idx: np.ndarray) -> float | None:
+            if not len(idx):
+                return None
+            return self.combine(*(_mean_over_terms(column[idx], codes[idx]) for column in columns))
+
+        return at
 
 
 def icat(lms: float, ss: float) -> float:
@@ -104,8 +126,10 @@ def icat(lms: float, ss: float) -> float:
     return lms * min(ss, 1.0 - ss) / 0.5
 
 
-def aggregate_icat(per_document: Mapping[str, np.ndarray], documents: Sequence[Any]) -> float | None:
-    lms, ss = aggregate_lms(per_document, documents), aggregate_ss(per_document, documents)
-    if lms is None or ss is None:
-        return None
-    return icat(lms, ss)
+def _itself(value: float) -> float:
+    return value
+
+
+aggregate_lms = OverTerms(("lms",), _itself)
+aggregate_ss = OverTerms(("ss",), _itself)
+aggregate_icat = OverTerms(("lms", "ss"), icat)

@@ -252,7 +252,10 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     if process_results is not None and not isinstance(process_results, FunctionRef):
         raise TaskConfigError(f"{path}: key 'process_results' must be a '!function module.name', got {process_results!r}")
     metric_specs = _metric_specs(raw.get("metric_list"), path, output_type, resolve, process_results is not None)
-    _check_metric_margins(gate.get("metrics"), {spec.name for spec in metric_specs}, path)
+    from pytest_modelbench.metrics.evidence import derived_metrics  # the metrics layer builds on this module
+
+    metric_names = {spec.name for spec in metric_specs}
+    _check_metric_margins(gate.get("metrics"), metric_names | {d.name for d in derived_metrics(metric_names)}, path)
 
     repeats = raw.get("repeats", 1)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
@@ -366,7 +369,7 @@ def _check_metric_margins(block: Any, metric_names: set[str], path: Path) -> Non
     for name, margins in block.items():
         if name not in metric_names:
             raise TaskConfigError(
-                f"{path}: key 'modelbench.gate.metrics.{name}': no metric '{name}' in metric_list "
+                f"{path}: key 'modelbench.gate.metrics.{name}': no metric '{name}' in metric_list or derived from it "
                 f"({', '.join(sorted(metric_names))})"
             )
         if not isinstance(margins, dict) or not margins or set(margins) - _MARGIN_KEYS:

@@ -52,8 +52,10 @@ def test_bias_tasks_record_pass_and_gate_a_worse_model(pytester, tiny_model, bad
         assert tests[key] == "bootstrap"  # ideal points and aggregates are bootstrapped, never McNemar
     crows_categories = {json.loads(line)["bias_type"] for line in (bias_probe_mirror / CROWS_FILE).open()}
     stereo_categories = {json.loads(line)["bias_type"] for line in (bias_probe_mirror / STEREOSET_FILE).open()}
-    # every stored metric is judged overall and in every category with documents: none is left out
-    assert len(tests) == 2 * (1 + len(crows_categories)) + 3 * (1 + len(stereo_categories))
+    # every stored metric, and CrowS-Pairs' derived stereotype_preference, is judged overall and in every category
+    # with documents: none is left out
+    assert len(tests) == 3 * (1 + len(crows_categories)) + 3 * (1 + len(stereo_categories))
+    assert tests["modelbench.gate.stereotype_preference"] == "bootstrap"
 
     # the worse model: the item of each task fails on the entries the probe made worse; baselines stay untouched
     before = {p.name: p.read_bytes() for p in folder.iterdir()}

@@ -16,7 +16,8 @@ from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     bias_probe_mirror,
 )
 
-TASKS = {"crows_pairs_english": 2, "stereoset_intrasentence": 3}  # task -> its metrics: one chart each
+# task -> its gated metrics (CrowS-Pairs' two and its derived stereotype_preference): one chart each
+TASKS = {"crows_pairs_english": 3, "stereoset_intrasentence": 3}
 
 
 def test_regressed_bias_run_html_report_renders_its_charts_in_chromium(pytester, tiny_model, bad_model,
@@ -49,7 +50,7 @@ def test_regressed_bias_run_html_report_renders_its_charts_in_chromium(pytester,
     rendering = render(browser, page, tmp_path)
     charts = re.findall(r'<svg class="delta-chart" data-metric="([^"]+)"', rendering.dom)
     assert len(charts) == sum(TASKS.values()), charts
-    assert {"pct_stereotype", "likelihood_diff", "lms", "ss", "icat"} == set(charts)
+    assert {"pct_stereotype", "likelihood_diff", "stereotype_preference", "lms", "ss", "icat"} == set(charts)
     assert rendering.dom.count('class="entry regressed"') >= 3  # pct_stereotype, lms and icat overall at least
     assert not re.search(r"Uncaught|CONSOLE\(\d+\).*[Ee]rror|Refused to", rendering.console), rendering.console
     pixels = png_pixels(rendering.screenshot)

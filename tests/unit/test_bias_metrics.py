@@ -150,3 +150,23 @@ def test_directions():
     assert METRICS["likelihood_diff"].direction.kind == "lower"
     assert METRICS["icat"].per_document is None and METRICS["icat"].inputs == ("lms", "ss")
     assert np.isclose(METRICS["ss"].direction.badness(0.4), METRICS["ss"].direction.badness(0.6))
+
+
+def test_a_resampled_term_aggregate_is_the_aggregate_of_the_resampled_documents():
+    """The gate's bootstrap path (OverTerms.resampler, indices with repeats) against the definition written out:
+    per target term the mean of the resampled documents' values, then the mean over the terms present."""
+    rng = np.random.default_rng(0)
+    terms = ["nurse", "chess player", "Ethiopia", "mother", "Bible"]
+    docs = [type("Doc", (), {"doc": {"target": terms[i % 5]}, "doc_id": i})() for i in range(40)]
+    per_document = {"lms": rng.choice([0.0, 0.5, 1.0], 40), "ss": rng.integers(0, 2, 40).astype(float)}
+    for idx in (rng.integers(0, 40, 40), rng.integers(0, 40, 7), np.array([3, 3, 3])):
+        by_term: dict[str, list[tuple[float, float]]] = {}
+        for i in idx:
+            by_term.setdefault(docs[i].doc["target"], []).append((per_document["lms"][i], per_document["ss"][i]))
+        lms = sum(sum(v for v, _ in pairs) / len(pairs) for pairs in by_term.values()) / len(by_term)
+        ss = sum(sum(v for _, v in pairs) / len(pairs) for pairs in by_term.values()) / len(by_term)
+        assert bias.aggregate_lms.resampler(per_document, docs)(idx) == pytest.approx(lms, abs=1e-12)
+        assert bias.aggregate_ss.resampler(per_document, docs)(idx) == pytest.approx(ss, abs=1e-12)
+        assert bias.aggregate_icat.resampler(per_document, docs)(idx) == pytest.approx(
+            lms * min(ss, 1 - ss) / 0.5, abs=1e-12)
+    assert bias.aggregate_lms.resampler(per_document, docs)(np.array([], dtype=int)) is None
