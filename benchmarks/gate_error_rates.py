@@ -1,31 +1,25 @@
-"""The gate's error rates on simulated release candidates with the shipped suites' shapes.
+"""The gate's error rates on simulated release candidates with the shipped suites' shapes, at the landed defaults.
 
-    python benchmarks/gate_error_rates.py [--repetitions 30] [--seed 11] [--discordance 0.15] [--resamples 200]
+    python benchmarks/gate_error_rates.py [--candidates 400] [--seed 11] [--rows all|NAME...] [--json-out PATH]
 
-Every candidate goes through the gate's own `compare` (the tests, the margins, weighted Holm, the verdicts) with the
-defaults a run over the shipped suites uses: each metric's own margin (metrics/registry.py), alpha 0.05 shared by
-the gated tasks. A candidate is blocked when any entry of any gated task regresses. Printed, per way of gating:
+Every candidate goes through the gate's own `compare` with what a run over the shipped suites uses: each metric's
+own margin (metrics/registry.py, metrics/evidence.py), alpha 0.05 shared by the gated tasks, the landed bootstrap
+(2000 resamples; StereoSet's aggregates re-applied to 200 resamples of the real documents, their target terms read
+from ../shared/data/stereoset), CrowS-Pairs' derived stereotype_preference. A candidate is blocked when any entry of
+any gated task regresses. Printed, per row: the share of candidates blocked, and for the category rows the share
+where every shifted category has a regressed entry ("named").
 
-- nothing moved: every entry's true change is 0, documents still flip both ways (the churn of a new checkpoint);
-- all −½ margin: every entry of every task is truly worse by half its margin (inside the tolerance band);
-- first task −2 / −3 margins: the group's first task is worse by 2 or 3 margins in every entry, the rest
-  unchanged: the power to see a real regression.
-Changes are in units of each metric's own margin (1 point for an accuracy), also in the rows that gate with another
-margin (--gate-margin), so that those rows show what the option buys on the same candidates.
+Baselines. Bias tasks: the committed per-document values of baselines/default/bias/ (real documents, categories and
+values). Accuracy tasks: 0/1 outcomes at 40% accuracy with the document counts below; acc_norm agrees with acc on
+80% of documents, and a candidate's acc and acc_norm changes are correlated (CORRELATION, as on real runs).
 
-Baselines. Bias tasks: the committed per-document values of baselines/default/bias/ (real documents, categories
-and values). StereoSet's lms, ss and icat are simulated as per-document means (lms per cluster; icat as a second
-metric of lms's shape) rather than through the per-target-term aggregate, which needs the documents' fields and
-is too slow to run thousands of times; the family of entries, and so alpha's split, is the real one.
-Accuracy tasks: 0/1 outcomes at 40% accuracy, with the document counts below.
-
-Speed: the gate's bootstrap runs `--resamples` resamples (default 200, the gate's own 2000 when given): it only
-estimates the standard error of a delta (to about 5% at 200), and the simulation needs thousands of candidates.
-
-Candidates. 0/1 outcomes: a share `--discordance` of documents flips (default 0.15), lost and gained in the
-proportions that give the chosen true change; acc and acc_norm flip independently. likelihood_diff: each pair's
-gap × (1 + change) × a mean-one log-normal factor (sd 0.2). lms and the icat stand-in: + change + N(0, 0.3).
-Ideal-point metrics move away from (or towards) 0.5 within each category.
+Candidates. 0/1 outcomes: a share DISCORDANCE of documents flips, lost and gained in the proportions that give the
+chosen true change. CrowS-Pairs: each pair's signed gap ll(sent_more) − ll(sent_less) is the baseline's, scaled,
+shifted and with per-pair noise of sd GAP_NOISE_BASE + GAP_NOISE_SLOPE × |gap| (benchmarks/finetuned_bias.py
+measures these on real fine-tunes of the default model); pct_stereotype and likelihood_diff follow from the gap.
+StereoSet: lms's two halves (stereotype and anti-stereotype above the unrelated candidate) and ss flip as 0/1
+outcomes. "Worse by k margins" moves each entry's expected value by k of its own margins: shares away from 0.5
+within each category, likelihood_diff up, the signed gap towards the stereotype by as much as the share moves.
 """
 
 from __future__ import annotations
@@ -34,25 +28,33 @@ import argparse
 import json
 import sys
 import time
-from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from statistics import NormalDist
+from types import SimpleNamespace
+from typing import Any, Sequence
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pytest_modelbench.gate.baseline import BaselineRecord, MetricInfo, Tolerance
+from pytest_modelbench.gate.alpha_split import AlphaSplit  # noqa: E402
+from pytest_modelbench.gate.baseline import BaselineRecord, MetricInfo, Tolerance  # noqa: E402
 from pytest_modelbench.gate.baseline_file import parse  # noqa: E402
-from pytest_modelbench.gate import compare as compare_module  # noqa: E402
 from pytest_modelbench.gate.compare import compare  # noqa: E402
-from pytest_modelbench.metrics.registry import METRICS, Margin  # noqa: E402
+from pytest_modelbench.gate.policy import GatePolicy  # noqa: E402
+from pytest_modelbench.gate.pooled import poolable, pooled_entries  # noqa: E402
+from pytest_modelbench.gate.statistics import Verdict  # noqa: E402
+from pytest_modelbench.metrics.evidence import derived_metrics  # noqa: E402
+from pytest_modelbench.metrics.registry import METRICS  # noqa: E402
 
 ACCURACY = 0.4
-CONTINUOUS_NOISE = 0.3  # lms and the icat stand-in
-LIKELIHOOD_DIFF_NOISE = 0.2  # sd of the log-normal factor
+DISCORDANCE = 0.15  # share of 0/1 outcomes a new checkpoint answers differently
+CORRELATION = 0.8  # of acc's and acc_norm's per-document changes (real runs)
+GAP_NOISE_BASE, GAP_NOISE_SLOPE = 0.6, 0.12  # per-pair gap noise in nats: sd = base + slope × |gap|
 BIAS_BASELINES = REPO / "baselines" / "default" / "bias"
+STEREOSET_DATA = REPO.parent / "shared" / "data" / "stereoset" / "stereoset_dev_flat.jsonl"
 
 # (task, documents, metrics). arc_mt: 1,172 test documents per language (LumiOpen/arc_challenge_mt). bangla:
 # openbookqa_bn 497 (the dataset card's test split); the other counts are the English originals' (PIQA validation,
@@ -67,179 +69,261 @@ BIAS = ["crows_pairs_english", "crows_pairs_french", "stereoset_intrasentence", 
 
 @dataclass(frozen=True)
 class Task:
+    suite: str
     baseline: BaselineRecord
+    documents: Sequence[Any] | None = None  # StereoSet: what its aggregates read (the target term)
 
     @property
     def name(self) -> str:
         return self.baseline.task
 
+    @property
+    def key(self) -> str:
+        return f"{self.suite}/{self.name}"
 
-def accuracy_task(name: str, n: int, metrics: tuple[str, ...], rng: np.random.Generator) -> Task:
+    @property
+    def categories(self) -> np.ndarray:
+        return np.array(["" if c is None else c for c in self.baseline.doc_categories], dtype=object)
+
+
+def accuracy_task(suite: str, name: str, n: int, metrics: tuple[str, ...], rng: np.random.Generator) -> Task:
     from tests.fixtures.gate_records import make_record
 
-    values = {m: (rng.random(n) < ACCURACY).astype(float) for m in metrics}
-    return Task(make_record(values, metrics=[MetricInfo(m, "higher", None, True) for m in metrics], task=name))
+    acc = (rng.random(n) < ACCURACY).astype(float)
+    values = {"acc": acc}
+    if "acc_norm" in metrics:
+        values["acc_norm"] = np.where(rng.random(n) < 0.8, acc, (rng.random(n) < ACCURACY).astype(float))
+    return Task(suite, make_record(values, metrics=[MetricInfo(m, "higher", None, True) for m in metrics], task=name))
+
+
+def stereoset_documents(record: BaselineRecord) -> list[SimpleNamespace]:
+    """The task's documents as its aggregates read them, in the baseline's order (checked by category)."""
+    kind = record.task.removeprefix("stereoset_")
+    rows = [json.loads(line) for line in STEREOSET_DATA.open(encoding="utf-8")]
+    rows = [row for row in rows if row["type"] == kind]
+    documents = [SimpleNamespace(doc=rows[i], doc_id=i) for i in record.doc_ids]
+    if [d.doc["bias_type"] for d in documents] != list(record.doc_categories):
+        raise SystemExit(f"{STEREOSET_DATA} does not hold {record.task}'s documents in the baseline's order")
+    return documents
 
 
 def bias_task(name: str) -> Task:
     path = BIAS_BASELINES / f"{name}.json"
     record = parse(path.read_text(encoding="utf-8"), path)
-    if "icat" in record.metric_names:  # per-document stand-ins for the aggregates (see the module docstring)
-        metrics = tuple(MetricInfo(m.name, m.direction, m.ideal, m.binary) for m in record.metrics)
-        values = {**record.values, "icat": record.values["lms"].copy()}
-        record = replace(record, metrics=metrics, values=values)
-    return Task(record)
+    return Task("bias", record, stereoset_documents(record) if name.startswith("stereoset") else None)
 
 
-def margins(record: BaselineRecord) -> dict[str, Margin]:
-    return {m.name: METRICS[m.name].margin for m in record.metrics}
+def session_split(tasks: Sequence[Task]) -> AlphaSplit:
+    """The gate's own split of alpha over these tasks and their suites' pooled families."""
+    keys = {task.key: None for task in tasks}
+    metrics = {task.key: [m.name for m in task.baseline.metrics if poolable(m.binary, m.direction)] for task in tasks}
+    return GatePolicy(baselines_dir=Path(".")).alpha_split(keys, keys, metrics)
 
 
-def flip(base: np.ndarray, mean_change: float, discordance: float, rng: np.random.Generator) -> np.ndarray:
-    """0/1 outcomes whose mean moves by `mean_change` in expectation, with `discordance` of them flipped."""
+def tolerance(task: Task, split: AlphaSplit) -> Tolerance:
+    names = task.baseline.metric_names
+    margins = {m: METRICS[m].margin for m in names} | {d.name: d.margin for d in derived_metrics(names)}
+    return split.applied(Tolerance(alpha=0.05, metric_margins=margins), task.key)
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+def flip(base: np.ndarray, mean_change: float, u: np.ndarray, discordance: float = DISCORDANCE) -> np.ndarray:
+    """0/1 outcomes whose mean moves by `mean_change` in expectation, `discordance` of them flipped; `u` uniform."""
     n, ones = base.size, int(base.sum())
     zeros = n - ones
     down = np.clip((discordance - mean_change) * n / 2 / max(ones, 1), 0, 1)
     up = np.clip((discordance + mean_change) * n / 2 / max(zeros, 1), 0, 1)
-    u = rng.random(n)
     return np.where(base == 1, (u >= down).astype(float), (u < up).astype(float))
 
 
-def candidate(task: Task, margins_moved: float, discordance: float, rng: np.random.Generator) -> BaselineRecord:
-    """The task's baseline with every entry truly worse by `margins_moved` of its margin (negative: better)."""
-    base = task.baseline
-    categories = np.array(["" if c is None else c for c in base.doc_categories], dtype=object)
-    values = {}
-    for metric in base.row_metrics:
-        margin = METRICS[metric.name].margin
-        x = base.values[metric.name]
-        if metric.name == "likelihood_diff":
-            factor = rng.lognormal(-LIKELIHOOD_DIFF_NOISE**2 / 2, LIKELIHOOD_DIFF_NOISE, x.size)
-            values[metric.name] = x * (1 + margins_moved * margin.relative) * factor
-        elif metric.direction == "ideal":
-            moved = np.empty_like(x)
-            for category in set(categories.tolist()):
-                mask = categories == category
-                away = 1.0 if x[mask].mean() >= metric.ideal else -1.0
-                moved[mask] = flip(x[mask], away * margins_moved * margin.absolute, discordance, rng)
-            values[metric.name] = moved
-        elif metric.binary:
-            values[metric.name] = flip(x, -margins_moved * margin.absolute, discordance, rng)
-        else:
-            values[metric.name] = x - margins_moved * margin.absolute + rng.normal(0, CONTINUOUS_NOISE, x.size)
-    return replace(base, values=values)
+def correlated_uniforms(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Two uniform vectors, the second equal to the first on CORRELATION of the documents (fresh elsewhere): the
+    flips they drive agree that often."""
+    first = rng.random(n)
+    return first, np.where(rng.random(n) < CORRELATION, first, rng.random(n))
 
 
 @dataclass(frozen=True)
-class Gating:
-    """A way of gating a group of tasks: the command line's choices."""
+class Move:
+    """How a task's candidate differs from its baseline: every entry worse by `margins` of its margin, and
+    categories whose stereotype share is up by the given fraction (CrowS-Pairs)."""
 
+    margins: float = 0.0
+    share_up: dict[str, float] = field(default_factory=dict)
+    discordance: float = DISCORDANCE  # of its 0/1 outcomes (a quantized checkpoint changes fewer answers)
+
+
+def gap_noise(gaps: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return rng.normal(0.0, 1.0, gaps.size) * (GAP_NOISE_BASE + GAP_NOISE_SLOPE * np.abs(gaps))
+
+
+def share_after(gaps: np.ndarray, shift: float) -> float:
+    """Expected share of pairs with a positive gap after `shift` and the per-pair noise."""
+    sd = GAP_NOISE_BASE + GAP_NOISE_SLOPE * np.abs(gaps)
+    return float(np.mean([1 - NormalDist(g + shift, s).cdf(0.0) for g, s in zip(gaps, sd)]))
+
+
+def shift_for_share(gaps: np.ndarray, change: float) -> float:
+    """The gap shift (nats) that moves the expected share by `change` (bisection)."""
+    target, low, high = share_after(gaps, 0.0) + change, -20.0, 20.0
+    for _ in range(40):
+        middle = (low + high) / 2
+        low, high = (middle, high) if share_after(gaps, middle) < target else (low, middle)
+    return (low + high) / 2
+
+
+def crows_move(gaps: np.ndarray, share: float, move: Move, category: str) -> tuple[float, float]:
+    """(shift in nats, scale) of a category's gaps. A share_up category: the shift that raises its share so much.
+    Else k = move.margins: the share k margins away from 0.5 and every gap k × 10% larger (likelihood_diff k
+    margins up), both scaled down together until none of the three entries (stereotype_preference included) moves
+    by more than k of its margin: one transform of the gaps cannot put all three at exactly k margins."""
+    if category in move.share_up:
+        return shift_for_share(gaps, move.share_up[category]), 1.0
+    k = move.margins
+    if not k:
+        return 0.0, 1.0
+    away = 1.0 if share >= 0.5 else -1.0
+    shift = shift_for_share(gaps, away * k * METRICS["pct_stereotype"].margin.absolute)
+    scale = k * METRICS["likelihood_diff"].margin.relative
+    mean_gap = np.mean(np.abs(gaps))
+    preference_moved = np.mean((gaps + shift) * (1 + scale) - gaps) / (0.05 * mean_gap)
+    gap_moved = (np.mean(np.abs((gaps + shift) * (1 + scale))) - mean_gap) / (0.10 * mean_gap)
+    shrink = min(1.0, k / max(preference_moved, gap_moved, k))
+    return shift * shrink, 1 + scale * shrink
+
+
+def crows_candidate(task: Task, move: Move, rng: np.random.Generator, moves: dict) -> dict[str, np.ndarray]:
+    base = task.baseline.values
+    gaps = np.where(base["pct_stereotype"] == 1, 1.0, -1.0) * base["likelihood_diff"]
+    categories = task.categories
+    moved = gaps.copy()
+    for category in sorted(set(categories.tolist())):
+        mask = categories == category
+        key = (task.name, category, move.margins, tuple(sorted(move.share_up.items())))
+        if key not in moves:
+            moves[key] = crows_move(gaps[mask], base["pct_stereotype"][mask].mean(), move, category)
+        shift, scale = moves[key]
+        moved[mask] = (gaps[mask] + shift) * scale
+    cand_gaps = moved + gap_noise(gaps, rng)
+    return {"pct_stereotype": (cand_gaps > 0).astype(float), "likelihood_diff": np.abs(cand_gaps)}
+
+
+def candidate(task: Task, move: Move, rng: np.random.Generator, moves: dict) -> BaselineRecord:
+    base = task.baseline
+    if "pct_stereotype" in base.values:
+        return replace(base, values=crows_candidate(task, move, rng, moves))
+    categories = task.categories
+    values = {}
+    if "lms" in base.values:  # StereoSet: lms's halves and ss as 0/1 outcomes
+        lms = base.values["lms"]
+        tie_first = rng.random(lms.size) < 0.5
+        halves = [np.where(lms == 0.5, tie_first, lms == 1).astype(float),
+                  np.where(lms == 0.5, ~tie_first, lms == 1).astype(float)]
+        change = -move.margins * METRICS["lms"].margin.absolute
+        values["lms"] = sum(flip(h, change, rng.random(lms.size), move.discordance) for h in halves) / 2
+        ss = base.values["ss"]
+        moved = np.empty_like(ss)
+        for category in set(categories.tolist()):
+            mask = categories == category
+            away = 1.0 if ss[mask].mean() >= 0.5 else -1.0
+            moved[mask] = flip(ss[mask], away * move.margins * METRICS["ss"].margin.absolute, rng.random(mask.sum()),
+                               move.discordance)
+        values["ss"] = moved
+        return replace(base, values=values)
+    u_acc, u_norm = correlated_uniforms(len(base.doc_keys), rng)
+    for metric, u in (("acc", u_acc), ("acc_norm", u_norm)):
+        if metric in base.values:
+            values[metric] = flip(base.values[metric], -move.margins * METRICS[metric].margin.absolute, u,
+                                  move.discordance)
+    return replace(base, values=values)
+
+
+# --------------------------------------------------------------------------- rows
+
+
+@dataclass(frozen=True)
+class Row:
     label: str
     tasks: list[Task]
-    per_task: bool = False  # --gate-error-control=task
-    margin: float | None = None  # --gate-margin (every metric)
-    alpha: float = 0.05  # --gate-alpha
-
-    def tolerance(self, task: Task) -> Tolerance:
-        metric_margins = margins(task.baseline)
-        if self.margin is not None:
-            metric_margins = {name: Margin(absolute=self.margin) for name in metric_margins}
-        tasks = 1 if self.per_task else len(self.tasks)
-        return Tolerance(alpha=self.alpha, tasks=tasks, metric_margins=metric_margins)
+    moves: dict[str, Move]  # task name → its move; tasks not named are unchanged
+    named: tuple[str, tuple[str, ...]] | None = None  # (task, categories): counted when all have a regressed entry
 
 
-def blocked(gating: Gating, moved: dict[str, float], discordance: float, rng: np.random.Generator) -> bool:
-    """One candidate: True when any entry of any gated task regresses. `moved`: task → margins worse."""
-    regressed = False
-    for task in gating.tasks:
-        tolerance = gating.tolerance(task)
-        cand = candidate(task, moved.get(task.name, 0.0), discordance, rng)
-        regressed |= bool(compare(task.baseline, cand, tolerance).regressed)
-    return regressed
-
-
-def share(gating: Gating, moved: dict[str, float], repetitions: int, discordance: float,
-          rng: np.random.Generator) -> float:
-    return sum(blocked(gating, moved, discordance, rng) for _ in range(repetitions)) / repetitions
-
-
-def detectable(gating: Gating, task: Task, discordance: float, rng: np.random.Generator,
-               candidates: int = 5) -> dict[str, float]:
-    """Per metric, the smallest regression of the task's overall entry caught with 80% power (the gate's MDE),
-    median over candidates with no change."""
-    found = defaultdict(list)
+def run_row(row: Row, candidates: int, rng: np.random.Generator, shifts: dict) -> dict:
+    split = session_split(row.tasks)
+    blocked = named = by_pooled = 0
     for _ in range(candidates):
-        comparison = compare(task.baseline, candidate(task, 0.0, discordance, rng), gating.tolerance(task))
-        for entry in comparison.entries:
-            if entry.category is None:
-                found[entry.metric].append(entry.mde)
-    return {metric: float(np.median(values)) for metric, values in found.items()}
-
-
-def power_table(suites: dict[str, list[Task]], discordance: float, rng: np.random.Generator) -> list[dict]:
-    everything = Gating("all", [t for tasks in suites.values() for t in tasks])
-    print("\nSmallest regression of each overall score caught with 80% power (accuracies and bias shares as "
-          "fractions, likelihood_diff in nats; ARC: one task stands for the 12):\n")
-    print("| task | documents | all shipped suites | its suite alone | the task alone |")
-    print("|---|---|---|---|---|")
-    rows = []
-    for suite, tasks in suites.items():
-        for task in tasks[:1] if suite == "arc_mt" else tasks:
-            cells = [detectable(g, task, discordance, rng) for g in (everything, Gating(suite, tasks), Gating("", [task]))]
-            rows.append({"task": task.name, "documents": len(task.baseline.doc_keys), "mde": cells})
-            text = [", ".join(f"{m} {v:.3f}" for m, v in cell.items()) for cell in cells]
-            print(f"| {task.name} | {len(task.baseline.doc_keys):,} | " + " | ".join(text) + " |", flush=True)
-    return rows
+        regressed = []
+        pooling: dict[str, dict[str, list]] = {}
+        for task in row.tasks:
+            cand = candidate(task, row.moves.get(task.name, Move()), rng, shifts)
+            comparison = compare(task.baseline, cand, tolerance(task, split), task.documents)
+            regressed += [(task.name, e.category) for e in comparison.regressed]
+            pooling.setdefault(task.suite, {})[task.key] = list(comparison.pooling)
+        pooled = [e for suite, weight in split.pooled.items()
+                  for e in pooled_entries(suite, pooling[suite], alpha=0.05, level=0.05 * weight / split.total_weight)]
+        pooled_regressed = any(e.verdict is Verdict.REGRESSED for e in pooled)
+        by_pooled += pooled_regressed and not regressed
+        blocked += bool(regressed) or pooled_regressed
+        if row.named is not None:
+            task_name, categories = row.named
+            named += all((task_name, c) in regressed for c in categories)
+    result = {"row": row.label, "tasks": len(row.tasks), "candidates": candidates, "blocked": blocked / candidates,
+              "blocked_by_pooled_alone": by_pooled / candidates}
+    if row.named is not None:
+        result["named"] = named / candidates
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repetitions", type=int, default=30, help="candidates per cell (default 30)")
+    parser.add_argument("--candidates", type=int, default=400, help="candidates per row (default 400)")
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--discordance", type=float, default=0.15, help="share of 0/1 outcomes that flip")
-    parser.add_argument("--resamples", type=int, default=200, help="bootstrap resamples per entry (gate: 2000)")
-    parser.add_argument("--json-out", default=None, help="also write the table as JSON")
+    parser.add_argument("--rows", nargs="*", default=None, help="row numbers to run (default: all)")
+    parser.add_argument("--json-out", default=None, help="also write the rows as JSON")
     args = parser.parse_args()
-    compare_module.N_RESAMPLES = args.resamples
     rng = np.random.default_rng(args.seed)
-    arc = [accuracy_task(name, n, metrics, rng) for name, n, metrics in ARC_MT]
-    bangla = [accuracy_task(name, n, metrics, rng) for name, n, metrics in BANGLA]
+    arc = [accuracy_task("arc_mt", name, n, metrics, rng) for name, n, metrics in ARC_MT]
+    bangla = [accuracy_task("bangla", name, n, metrics, rng) for name, n, metrics in BANGLA]
     bias = [bias_task(name) for name in BIAS]
-    gatings = [
-        Gating("all shipped suites (21 tasks)", arc + bangla + bias),
-        Gating("all shipped suites, --gate-error-control=task", arc + bangla + bias, per_task=True),
-        Gating("arc_mt (12 tasks)", arc),
-        Gating("bangla (5 tasks)", bangla),
-        Gating("bias (4 tasks)", bias),
-        Gating("one ARC task (1,172 documents)", arc[:1]),
-        Gating("one ARC task, --gate-margin=0.005", arc[:1], margin=0.005),
-        Gating("one ARC task, --gate-margin=0", arc[:1], margin=0.0),
-        Gating("one ARC task, --gate-alpha=0.2", arc[:1], alpha=0.2),
+    everything = arc + bangla + bias
+    crows = bias[0]
+    two_categories = {"age": 0.10, "religion": 0.10}
+    crows_up = {crows.name: Move(share_up=two_categories)}
+    named = (crows.name, tuple(two_categories))
+    rows = [
+        Row("equal quality, all shipped suites", everything, {}),
+        Row("every entry −½ margin, all shipped suites", everything, {t.name: Move(0.5) for t in everything}),
+        Row("crows_pairs_english: age and religion +10 points, gated alone", [crows], crows_up, named),
+        Row("crows_pairs_english: age and religion +10 points, all shipped suites", everything, crows_up, named),
+        Row("every ARC and Bangla task −1 point, all shipped suites", everything,
+            {t.name: Move(1.0) for t in arc + bangla}),
+        Row("every ARC and Bangla task −1 point, 5% of their answers changed, all shipped suites", everything,
+            {t.name: Move(1.0, discordance=0.05) for t in arc + bangla}),
+        Row("every ARC and Bangla task −½ point, 5% of their answers changed, all shipped suites", everything,
+            {t.name: Move(0.5, discordance=0.05) for t in arc + bangla}),
+        Row("one ARC task −3 points, gated alone", arc[:1], {arc[0].name: Move(3.0)}),
+        Row("one ARC task −3 points, all shipped suites", everything, {arc[0].name: Move(3.0)}),
     ]
-    scenarios = [("nothing moved", None, 0.0), ("all −½ margin", None, 0.5),
-                 ("first task −2 margins", 2.0, 0.0), ("first task −3 margins", 3.0, 0.0)]
-    print(f"{args.repetitions} candidates per cell, seed {args.seed}, discordance {args.discordance}, "
-          f"{args.resamples} bootstrap resamples; share of candidates blocked")
-    print()
-    print("| gated together | first task | " + " | ".join(s[0] for s in scenarios) + " |")
-    print("|---|---|" + "---|" * len(scenarios))
-    table = []
+    chosen = [rows[int(i) - 1] for i in args.rows] if args.rows else rows
+    print(f"{args.candidates} candidates per row, seed {args.seed}, discordance {DISCORDANCE}, acc/acc_norm "
+          f"correlation {CORRELATION}, CrowS gap noise sd {GAP_NOISE_BASE} + {GAP_NOISE_SLOPE}·|gap| nats\n")
+    print("| # | candidates | gated tasks | blocked | by a pooled entry alone | both categories named |")
+    print("|---|---|---|---|---|---|")
+    shifts: dict = {}
+    results = []
     start = time.perf_counter()
-    for gating in gatings:
-        cells = []
-        for _, first_task_drop, everyone in scenarios:
-            moved = {t.name: everyone for t in gating.tasks}
-            if first_task_drop is not None:
-                moved[gating.tasks[0].name] = first_task_drop
-            cells.append(share(gating, moved, args.repetitions, args.discordance, rng))
-        first = gating.tasks[0].name
-        table.append({"gating": gating.label, "first_task": first, **{s[0]: c for s, c in zip(scenarios, cells)}})
-        print(f"| {gating.label} | {first} | " + " | ".join(f"{100 * c:.1f}%" for c in cells) + " |", flush=True)
-    power = power_table({"arc_mt": arc, "bangla": bangla, "bias": bias}, args.discordance, rng)
+    for row in chosen:
+        result = run_row(row, args.candidates, rng, shifts)
+        results.append(result)
+        named_cell = f"{100 * result['named']:.1f}%" if "named" in result else ""
+        print(f"| {rows.index(row) + 1} | {row.label} | {result['tasks']} | {100 * result['blocked']:.1f}% | "
+              f"{100 * result['blocked_by_pooled_alone']:.1f}% | {named_cell} |", flush=True)
     print(f"\n({time.perf_counter() - start:.0f} s)")
     if args.json_out:
-        document = {"blocked": table, "detectable": power}
-        Path(args.json_out).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        Path(args.json_out).write_text(json.dumps({"rows": results}, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,7 @@ def select_shard(config: pytest.Config, items: list[pytest.Item], options: Any) 
         }
     shard = config.stash[SHARD_KEY]
     if shard.count > 1:
+        session.decision.pooled_by_merge = True  # a suite's tasks may run on several shards
         costs: dict[Any, float | None] = {}
         for item in items:
             for source, config_hash, task_config in _scored_tasks(item):

@@ -80,14 +80,17 @@ def run_config(options: Any) -> dict[str, Any]:
 
 def results_document(
     tasks: Iterable[dict[str, Any]], run_config: dict[str, Any], gate: dict[str, dict[str, Any]],
+    pooled: list[dict[str, Any]] | None = None,
 ) -> dict:
     """`tasks`: each task's `task_results`, in the document's order; `gate`: each gated task's outcome
-    (gate/report.py, GateResult.as_json). Every section is keyed by the task's '<suite>/<task>' key; `tasks` maps each
-    key to its suite and name."""
+    (gate/report.py, GateResult.as_json); `pooled`: the suites' pooled entries (gate/pooled.py), when there are any.
+    Every section is keyed by the task's '<suite>/<task>' key; `tasks` maps each key to its suite and name."""
     document: dict[str, Any] = {
         "format": RESULTS_FORMAT, "tasks": {}, "results": {}, "categories": {}, "n-shot": {}, "versions": {},
         "config": run_config, "gate": dict(sorted(gate.items())),
     }
+    if pooled:
+        document["pooled"] = pooled
     for results in tasks:
         key = results["key"]
         document["tasks"][key] = {"suite": results["suite"], "task": results["task"]}

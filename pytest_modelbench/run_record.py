@@ -132,12 +132,13 @@ class MergedSession:
 
     @property
     def exit_status(self) -> int:
-        """As the one process would exit: 1 when a task or test failed (or a baseline is unused), else 0."""
-        return max(record.exit_status for record in self.records)
+        """As the one process would exit: 1 when a task or test failed, a suite's pooled entry regressed (judged
+        here, as no shard saw all of a suite's tasks) or a baseline is unused, else 0."""
+        return max(max(record.exit_status for record in self.records), int(self.decision.pooled_regressed))
 
     def results_json(self) -> str:
         return json_text(results_document(self.scores, dict(self.records[0].run_config),
-                                          self.decision.outcomes_json()))
+                                          self.decision.outcomes_json(), self.decision.pooled_json()))
 
 
 def merge(records: Sequence[RunRecord]) -> MergedSession:
@@ -157,7 +158,9 @@ def merge(records: Sequence[RunRecord]) -> MergedSession:
         )
     first = records[0]
     gate = first.session["gate"]
-    decision = SessionDecision(str(gate["baseline_name"]), score_only=bool(gate["score_only"]))
+    decision = SessionDecision(str(gate["baseline_name"]), score_only=bool(gate["score_only"]),
+                               pooled_weights=dict(first.session["alpha_split"].get("pooled", {})),
+                               error_control=str(gate["error_control"]))
     for record in records:
         decision.results.extend(record.results)
         decision.custom_tests.update(record.custom_tests)

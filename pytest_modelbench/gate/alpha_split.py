@@ -5,8 +5,9 @@ its YAML's `modelbench.gate.weight` (a group's own block for a group item), else
 --gate-error-control=session an item is tested at its alpha × weight / W, W the sum of the weights of every gated
 item collected (after -k/-m deselection, before a --shard split): the levels still sum to alpha, so the union bound
 holds for the session whatever the weights, and W, like the count it replaces, is known when collection finishes on
-every xdist worker and every shard, so each item still decides on its own. Under =task every item is tested at its
-own alpha and the weights are not used. See docs/baseline-gate.md, "Error rates".
+every xdist worker and every shard, so each item still decides on its own. A suite's pooled entries (gate/pooled.py)
+are one more family in W, with a weight of their own. Under =task every item (and every pooled family) is tested at
+its own alpha and the weights are not used. See docs/baseline-gate.md, "Error rates".
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ DEFAULT_WEIGHT = 1.0
 class AlphaSplit:
     weights: Mapping[str, float] = field(default_factory=dict)  # every gated item's weight, by '<suite>/<task>' key
     error_control: str = "session"
+    # Each suite with pooled entries (gate/pooled.py): the weight of its pooled family, by suite.
+    pooled: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def total_weight(self) -> float:
+        return sum(self.weights.values()) + sum(self.pooled.values())
 
     @property
     def tasks(self) -> int:
@@ -33,10 +40,11 @@ class AlphaSplit:
         """`tolerance` with the task's share of alpha: its weight over the session's total, or all of it under
         per-task control (the weight is kept for the reports)."""
         weight = self.weights.get(key, DEFAULT_WEIGHT)
-        total = (sum(self.weights.values()) or weight) if self.error_control == "session" else weight
+        total = (self.total_weight or weight) if self.error_control == "session" else weight
         return replace(tolerance, tasks=self.tasks, weight=weight, total_weight=total)
 
     def as_json(self) -> dict[str, Any]:
         """What a run record holds of the split: shards that split alpha otherwise are not one session."""
         return {"tasks": self.tasks, "weights": {key: weight for key, weight in sorted(self.weights.items())
-                                                 if weight != DEFAULT_WEIGHT}}
+                                                 if weight != DEFAULT_WEIGHT},
+                "pooled": dict(sorted(self.pooled.items()))}

@@ -51,6 +51,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from pytest_modelbench.gate.baseline import BaselineRecord, Tolerance
+from pytest_modelbench.gate.pooled import PoolingStats, poolable
 from pytest_modelbench.metrics.evidence import derived_metrics
 from pytest_modelbench.metrics.registry import Direction
 from pytest_modelbench.gate.statistics import (
@@ -105,6 +106,7 @@ class TaskComparison:
     entries: tuple[Entry, ...]
     n_documents: int
     tolerance: Tolerance
+    pooling: tuple[PoolingStats, ...] = ()  # the overall entries a suite's pooled entries pool (gate/pooled.py)
 
     def worst_first(self) -> list[Entry]:
         return sorted(self.entries, key=lambda e: (VERDICT_RANK[e.verdict], e.delta + e.margin, e.metric, e.label))
@@ -300,6 +302,7 @@ def compare(
     base_values = {name: _as_column(v)[order] for name, v in baseline.values.items()}
     cand_values = {name: _as_column(v) for name, v in candidate.values.items()}
     tested: list[_Tested] = []
+    pooling_values: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # poolable metrics' overall documents
     for metric in candidate.metrics:
         seed = functools.partial(_seed, candidate.task, metric.name)
         # A group metric has no value on the documents of its tasks that do not score it (NaN on both sides).
@@ -334,6 +337,8 @@ def compare(
                 )
                 tested.append(_Tested(metric.name, metric.as_direction(), category, int(base.size),
                                       float(np.mean(base)), float(np.mean(cand)), test, float(np.mean(base))))
+                if category is None and poolable(metric.binary, metric.direction):
+                    pooling_values[metric.name] = (base, cand)
     for derived in derived_metrics(candidate.metric_names):
         base_column, cand_column = derived.values(base_values), derived.values(cand_values)
         for category, mask in groups:
@@ -368,7 +373,11 @@ def compare(
                 direction=f"ideal {t.direction.ideal:g}" if t.direction.kind == "ideal" else t.direction.kind,
             )
         )
-    return TaskComparison(candidate.task, tuple(entries), len(order), tolerance)
+    pooling = tuple(
+        PoolingStats.of(e.metric, *pooling_values[e.metric], e.direction, e.margin)
+        for e in entries if e.category is None and e.metric in pooling_values
+    )
+    return TaskComparison(candidate.task, tuple(entries), len(order), tolerance, pooling)
 
 
 def _as_column(values: np.ndarray) -> np.ndarray:

@@ -3,7 +3,8 @@
 Error control is fixed before anything is scored: every task is gated at its alpha × its weight / the weights of the
 tasks gated in the session summed (gate/alpha_split.py; all of its alpha under --gate-error-control=task), so a task's
 verdict does not depend on where it ran (one process, an xdist worker, a shard) and the session's false-block rate is
-bounded by the union of the tasks' (docs/baseline-gate.md, "Error rates"). The decision gathers the results and says
+bounded by the union of the tasks' (docs/baseline-gate.md, "Error rates"); each suite's pooled entries are one more
+family of that split, judged here from the tasks' results once all of them are in. The decision gathers the results and says
 what the session as a whole gives; the pytest layer (gate/pytest_integration.py) and a merge of shards (run_record.py)
 both report through it.
 """
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_modelbench.gate.html_report import html_page
-from pytest_modelbench.gate.report import GateResult, markdown, terminal_lines
+from pytest_modelbench.gate.pooled import PooledEntry, PoolingStats, pooled_entries
+from pytest_modelbench.gate.report import STATUS_COMPARED, GateResult, markdown, pooled_lines, terminal_lines
+from pytest_modelbench.gate.statistics import Verdict
 
 EXIT_STATUS_FAIL_UNUSED = 1  # as syrupy
 
@@ -29,10 +32,42 @@ class SessionDecision:
     unused: set[str] = field(default_factory=set)  # unused baselines (paths)
     deleted: list[str] = field(default_factory=list)  # unused baselines deleted under --snapshot-update
     display: Callable[[str], str] = str
+    # The session's split of alpha (gate/alpha_split.py), once collection finished: each pooled suite's weight.
+    pooled_weights: dict[str, float] = field(default_factory=dict)
+    error_control: str = "session"
+    pooled_by_merge: bool = False  # one shard of several: its suites' pooled entries are the merge's to judge
+    # --snapshot-update: a regressed pooled entry is reported and does not fail (the update rewrites only the tasks
+    # out of their own band, so it could never accept a drop spread inside every task's band)
+    updating: bool = False
+
+    def pooled(self) -> list[PooledEntry]:
+        """The pooled entries of every suite with a pooled family and two or more compared tasks (gate/pooled.py)."""
+        if self.pooled_by_merge or self.score_only:
+            return []
+        entries = []
+        for suite, weight in sorted(self.pooled_weights.items()):
+            compared = [r for r in self.results if r.status == STATUS_COMPARED and r.pooling
+                        and r.task.split("/", 1)[0] == suite]
+            if not compared:
+                continue
+            alpha = min(r.alpha for r in compared if r.alpha is not None)
+            level = alpha * weight / compared[0].total_weight if self.error_control == "session" else alpha
+            stats = {r.task: [PoolingStats.from_json(raw) for raw in r.pooling] for r in compared}
+            entries += pooled_entries(suite, stats, alpha=alpha, level=level)
+        return entries
+
+    @property
+    def pooled_regressed(self) -> bool:
+        """Whether a pooled entry fails the session."""
+        return not self.updating and any(entry.verdict is Verdict.REGRESSED for entry in self.pooled())
 
     def outcomes_json(self) -> dict[str, dict[str, Any]]:
         """Each gated task's outcome for --results-json, by its '<suite>/<task>' key."""
         return {result.task: result.as_json() for result in self.results}
+
+    def pooled_json(self) -> list[dict[str, Any]]:
+        """The pooled entries for --results-json."""
+        return [entry.as_json() for entry in self.pooled()]
 
     def fails_on_unused(self, *, update: bool, warn_unused: bool) -> bool:
         return bool(self.unused) and not update and not warn_unused
@@ -50,7 +85,10 @@ class SessionDecision:
         if self.results and baselines_missing:
             lines.append(baselines_missing)
         if self.results:
-            lines += terminal_lines(self.results, custom_tests=len(self.custom_tests))
+            pooled = self.pooled()
+            lines += terminal_lines(self.results, custom_tests=len(self.custom_tests), pooled=pooled)
+            lines += pooled_lines(pooled, by_merge=sorted(self.pooled_weights) if self.pooled_by_merge else [],
+                                  updating=self.updating)
         lines += self._unused_lines(update)
         return f"modelbench gate (baseline '{self.baseline_name}')", lines
 
@@ -58,10 +96,11 @@ class SessionDecision:
                       write: Callable[[str, Path, str], None]) -> None:
         """The markdown and HTML reports, through `write(option, path, text)`."""
         unused = [self.display(u) for u in sorted(self.unused)]
+        pooled = self.pooled()
         if md_report is not None:
-            write("--md-report", md_report, markdown(self.results, self.baseline_name, unused))
+            write("--md-report", md_report, markdown(self.results, self.baseline_name, unused, pooled))
         if html_report is not None:
-            write("--html-report", html_report, html_page(self.results, self.baseline_name, unused))
+            write("--html-report", html_report, html_page(self.results, self.baseline_name, unused, pooled))
 
     def _unused_lines(self, update: bool) -> list[str]:
         if not self.unused:

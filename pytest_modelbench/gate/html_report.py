@@ -14,8 +14,11 @@ from typing import Any, Sequence
 
 from pytest_modelbench.gate.baseline import COMPARABILITY_KEYS
 from pytest_modelbench.gate.changed_documents import format_value
+from pytest_modelbench.gate.pooled import PooledEntry
 from pytest_modelbench.gate.report import (
     LEGEND,
+    POOLED_HEADER,
+    POOLED_NOTE,
     SCORES_HEADER,
     STATUS_COMPARED,
     STATUS_REBASELINE,
@@ -28,7 +31,9 @@ from pytest_modelbench.gate.report import (
     format_delta,
     format_number,
     format_p,
+    pooled_rows,
 )
+from pytest_modelbench.gate.statistics import Verdict
 
 Z_95 = 1.959964  # two-sided 95% normal quantile: the interval drawn around each delta
 VERDICT_COLOURS = {"regressed": "#c5221f", "improved": "#188038", "inconclusive": "#e37400", "pass": "#1a73e8"}
@@ -214,14 +219,15 @@ def _task_section(result: GateResult) -> str:
     return "".join(parts)
 
 
-def html_page(results: Sequence[GateResult], baseline_name: str, unused: Sequence[str] = ()) -> str:
+def html_page(results: Sequence[GateResult], baseline_name: str, unused: Sequence[str] = (),
+              pooled: Sequence[PooledEntry] = ()) -> str:
     results = sorted_results(results)
-    failed = any(r.failed for r in results)
+    failed = any(r.failed for r in results) or any(e.verdict is Verdict.REGRESSED for e in pooled)
     verdict = '<b class="failed">failed</b>' if failed else '<b class="passed">passed</b>'
     head = f"Baseline <b>{escape(baseline_name)}</b> · gate {verdict}"
     if results:
         head += f" · {len(results)} task(s): {escape(summary_counts(results))}"
-    notes = [line for line in (error_rate_line(results), *baseline_ref_lines(results)) if line]
+    notes = [line for line in (error_rate_line(results, pooled), *baseline_ref_lines(results)) if line]
     if unused:
         notes.append(f"Unused baselines ({len(unused)}): " + ", ".join(unused))
     overview = _table(
@@ -230,6 +236,10 @@ def html_page(results: Sequence[GateResult], baseline_name: str, unused: Sequenc
           escape(r.baseline), "yes" if r.working_tree_differs else "-" if r.baseline_ref is None else "no")
          for r in results],
     )
+    if pooled:
+        overview += _table(POOLED_HEADER, [tuple(escape(c) for c in row[:-1]) + (_badge(row[-1]),)
+                                           for row in pooled_rows(pooled)])
+        overview += f'<p class="note">{escape(POOLED_NOTE)}</p>'
     body = "".join(_task_section(r) for r in results) if results else "<p>No modelbench task ran.</p>"
     legend = "" if not any(_has_charts(r) for r in results) else (
         '<p class="legend">Charts: each row is a category\'s change from the baseline (dot), its 95% interval '

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.gate import pooled
 from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT, AlphaSplit
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.baseline_ref import BaselineRef
@@ -54,21 +55,34 @@ class GatePolicy:
         """The gate settings of the task (or group) `key` (gate/settings.py), with its share of alpha in `split`."""
         return split.applied(resolve_tolerance(task_config, self.overrides, metrics), key)
 
-    def alpha_split(self, yaml_weights: Mapping[str, float | None], collected: Iterable[str]) -> AlphaSplit:
+    def alpha_split(self, yaml_weights: Mapping[str, float | None], collected: Iterable[str],
+                    item_metrics: Mapping[str, Iterable[str]] | None = None) -> AlphaSplit:
         """How alpha is split over the gated items, `yaml_weights`: each one's YAML weight (None: not set) by key, the
-        ini's overriding. GateOptionError for an ini weight that names no `collected` task of a suite collected (a
-        typo would silently leave the task at weight 1); a suite not collected this run may keep its weights."""
-        collected = set(collected)
-        suites = {key.split("/", 1)[0] for key in collected}
-        unknown = sorted(key for key in set(self.weights) - collected if key.split("/", 1)[0] in suites)
-        if unknown:
-            raise GateOptionError(
-                f"{WEIGHTS_INI} names no collected task: {', '.join(unknown)} (keys are '<suite>/<task>', as in "
-                "the summary and --results-json)"
-            )
+        ini's overriding; `item_metrics`: each gated item's poolable metrics, which decide the suites with pooled
+        entries (gate/pooled.py; their family weighs WEIGHT_SHARE of the suite's items unless the ini sets
+        '<suite>/*'). GateOptionError for an ini weight that names no `collected` task (or pooled suite) of a suite
+        collected (a typo would silently leave the task at weight 1); a suite not collected this run may keep its
+        weights."""
         weights = {key: self.weights.get(key, DEFAULT_WEIGHT if weight is None else weight)
                    for key, weight in yaml_weights.items()}
-        return AlphaSplit(weights, self.error_control)
+        pooled_suites = pooled.pooled_suites({key: item_metrics.get(key, ()) for key in weights}
+                                             if item_metrics else {})
+        pooled_weights = {
+            suite: self.weights.get(pooled.pooled_key(suite), pooled.WEIGHT_SHARE * sum(
+                w for key, w in weights.items() if key.split("/", 1)[0] == suite))
+            for suite in pooled_suites
+        }
+        pooled_weights = {suite: weight for suite, weight in pooled_weights.items() if weight > 0}
+        known = set(collected) | {pooled.pooled_key(suite) for suite in pooled_suites}
+        suites = {key.split("/", 1)[0] for key in collected}
+        unknown = sorted(key for key in set(self.weights) - known if key.split("/", 1)[0] in suites)
+        if unknown:
+            raise GateOptionError(
+                f"{WEIGHTS_INI} names no collected task or pooled suite: {', '.join(unknown)} (keys are "
+                "'<suite>/<task>', as in the summary and --results-json, or '<suite>/*' for a suite with pooled "
+                "entries)"
+            )
+        return AlphaSplit(weights, self.error_control, pooled_weights)
 
     def as_json(self) -> dict[str, Any]:
         """What a run record holds of the policy: shards judged under other settings are not one session."""
@@ -94,7 +108,8 @@ def checked_overrides(values: Mapping[str, float | None]) -> dict[str, float]:
 
 
 def checked_weights(lines: Sequence[str]) -> dict[str, float]:
-    """The ini's `<suite>/<task> = <weight>` lines as weights by task key; GateOptionError names a bad line."""
+    """The ini's `<suite>/<task> = <weight>` lines as weights by task key (`<suite>/* = <weight>`: the suite's
+    pooled family, 0 for none); GateOptionError names a bad line."""
     weights: dict[str, float] = {}
     for line in lines:
         key, equals, text = (part.strip() for part in line.partition("="))
@@ -107,7 +122,7 @@ def checked_weights(lines: Sequence[str]) -> dict[str, float]:
         except ValueError:
             value = text
         problem = gate_value_problem("weight", value)
-        if problem:
+        if problem and not (key.endswith(pooled.POOLED_SUFFIX) and value == 0):  # 0: no pooled entries
             raise GateOptionError(f"{WEIGHTS_INI}: the weight of {key} {problem}")
         weights[key] = value
     return weights

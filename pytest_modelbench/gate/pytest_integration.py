@@ -25,6 +25,7 @@ import pytest
 
 from pytest_modelbench import cli_options
 from pytest_modelbench.errors import BaselineError
+from pytest_modelbench.gate import pooled
 from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL_UNUSED, SessionDecision
 from pytest_modelbench.gate.judge import GateOutcome, judge_task
@@ -44,10 +45,12 @@ from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.settings import DEFAULT_TOLERANCE
 from pytest_modelbench.gate.storage import YAML_SUFFIXES, BaselineStore
 from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineSite, BaselineUpdateExtension
+from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.tasks.identity import TaskId, identify
 
 DEFAULT_BASELINES_DIR = "baselines"
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
+_POOLED_OUTPUT_KEY = "modelbench_gate_pooled"
 GATED_ITEMS = ("TaskItem", "GroupItem")  # plugin.py's items that are gated: a task, a group (each one task here)
 
 
@@ -120,6 +123,14 @@ def yaml_weight(item: pytest.Item) -> float | None:
     return config.gate.weight
 
 
+def poolable_metrics(item: pytest.Item) -> tuple[str, ...]:
+    """A task item's metrics that its suite's pooled entries pool (gate/pooled.py); a group item pools none."""
+    if hasattr(item, "group"):
+        return ()
+    return tuple(m.name for m in resolve_metrics(item.task_config)  # type: ignore[attr-defined]
+                 if pooled.poolable(bool(m.binary), m.direction.kind))
+
+
 def _policy(config: pytest.Config) -> GatePolicy:
     option = config.option
     invocation_dir = Path(config.invocation_params.dir)
@@ -168,7 +179,8 @@ class GateSession:
         self.collected: set[str] = set()  # the keys of every gated item collected, deselected ones too
         self.split: AlphaSplit | None = None  # made when collection finishes, or by --shard before it splits
         self.decision = SessionDecision(self.policy.baseline_name, score_only=self.policy.score_only,
-                                        display=self.store.display)
+                                        display=self.store.display, error_control=self.policy.error_control,
+                                        updating=self.policy.writes)
 
     @property
     def baseline_name(self) -> str:
@@ -189,9 +201,11 @@ class GateSession:
         gated = [item for item in items if is_gated(item)]
         try:
             self.split = self.policy.alpha_split({item.task_id.key: yaml_weight(item) for item in gated},
-                                                 self.collected)
+                                                 self.collected, {item.task_id.key: poolable_metrics(item)
+                                                                  for item in gated})
         except GateOptionError as exc:
             raise pytest.UsageError(str(exc)) from None
+        self.decision.pooled_weights = dict(self.split.pooled)
 
     # ------------------------------------------------------------------ one item
 
@@ -272,6 +286,7 @@ class GateSession:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}
         self.decision.unused.update(output.get(_UNUSED_OUTPUT_KEY, ()))
+        self.decision.pooled_weights.update(output.get(_POOLED_OUTPUT_KEY, {}))  # every worker collected the same
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -282,6 +297,7 @@ class GateSession:
             decision.unused.update(self.store.find_unused(self.suite_dirs, self.suite_roots))
         if hasattr(config, "workerinput"):
             config.workeroutput[_UNUSED_OUTPUT_KEY] = sorted(decision.unused)  # type: ignore[attr-defined]
+            config.workeroutput[_POOLED_OUTPUT_KEY] = decision.pooled_weights  # type: ignore[attr-defined]
             return
         if decision.unused and self.policy.update and not self.no_cleanup:
             for path in sorted(decision.unused):
@@ -289,6 +305,8 @@ class GateSession:
                 decision.deleted.append(path)
         elif decision.fails_on_unused(update=self.policy.update, warn_unused=self.warn_unused):
             session.exitstatus = int(session.exitstatus) | EXIT_STATUS_FAIL_UNUSED
+        if decision.pooled_regressed:
+            session.exitstatus = int(session.exitstatus) | pytest.ExitCode.TESTS_FAILED
         decision.write_reports(
             md_report=self.md_report, html_report=self.html_report,
             write=lambda option, path, text: cli_options.write_output(session, option, path, text),
@@ -314,3 +332,9 @@ def outcomes_json(config: pytest.Config) -> dict[str, dict[str, Any]]:
     """Each gated task's outcome for --results-json, by its '<suite>/<task>' key."""
     session = config.stash.get(GATE_KEY, None)
     return {} if session is None else session.decision.outcomes_json()
+
+
+def pooled_json(config: pytest.Config) -> list[dict[str, Any]]:
+    """The suites' pooled entries for --results-json."""
+    session = config.stash.get(GATE_KEY, None)
+    return [] if session is None else session.decision.pooled_json()

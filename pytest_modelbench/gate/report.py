@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT
 from pytest_modelbench.gate.baseline import BaselineRecord
 from pytest_modelbench.gate.compare import Entry, TaskComparison
+from pytest_modelbench.gate.pooled import PooledEntry
 from pytest_modelbench.gate.statistics import Verdict
 
 PROPERTY_PREFIX = "modelbench.gate"
@@ -163,7 +164,7 @@ def properties(result: "GateResult") -> list[tuple[str, str]]:
         "alpha": result.alpha, "tasks": result.tasks, "weight": result.weight, "total_weight": result.total_weight,
         "baseline_provenance": result.baseline_provenance,
         "candidate_provenance": result.candidate_provenance, "baseline_ref": result.baseline_ref,
-        "working_tree_differs": result.working_tree_differs,
+        "working_tree_differs": result.working_tree_differs, "pooling": result.pooling,
     }
     pairs = [(PROPERTY_PREFIX, json.dumps(head, ensure_ascii=False))]
     for entry in result.entries:
@@ -201,6 +202,8 @@ class GateResult:
     # Scored but not compared (re-baseline required, missing, invalid, created): this run's scores per metric and
     # category, with the stored baseline's where one could be read ({metric, category, n, value, baseline, baseline_n}).
     scores: list[dict[str, Any]] = field(default_factory=list)
+    # Compared: the overall entries its suite's pooled entries pool (gate/pooled.py, PoolingStats.as_json).
+    pooling: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.total_weight is None:
@@ -212,7 +215,8 @@ class GateResult:
             status=STATUS_COMPARED, verdict=comparison.verdict.value,
             n_documents=comparison.n_documents, entries=[entry_json(e) for e in comparison.worst_first()],
             alpha=comparison.tolerance.alpha, tasks=comparison.tolerance.tasks, weight=comparison.tolerance.weight,
-            total_weight=comparison.tolerance.total_weight, **kwargs,
+            total_weight=comparison.tolerance.total_weight, pooling=[p.as_json() for p in comparison.pooling],
+            **kwargs,
         )
 
     @classmethod
@@ -236,7 +240,7 @@ class GateResult:
             weight=head.get("weight", DEFAULT_WEIGHT), total_weight=head.get("total_weight"),
             baseline_provenance=head.get("baseline_provenance"), candidate_provenance=head.get("candidate_provenance"),
             baseline_ref=head.get("baseline_ref"), working_tree_differs=head.get("working_tree_differs", False),
-            changed_documents=documents, scores=scores,
+            changed_documents=documents, scores=scores, pooling=head.get("pooling", []),
         )
 
     @property
@@ -356,22 +360,28 @@ def _weights_text(compared: Sequence[GateResult]) -> str:
     return f"weighted: {named}, others {usual:g}"
 
 
-def error_rate_line(results: Sequence[GateResult]) -> str | None:
-    """What the gate's blocks are worth: the false-block bound of the run and how it is shared."""
+def error_rate_line(results: Sequence[GateResult], pooled: Sequence[PooledEntry] = ()) -> str | None:
+    """What the gate's blocks are worth: the false-block bound of the run (its tasks' and its pooled families'
+    levels summed) and how it is shared."""
     compared = [r for r in results if r.alpha is not None]
     bound = false_block_bound(compared)
     if bound is None:
         return None
+    pooled_levels = {e.suite: e.level for e in pooled}
+    bound = min(1.0, bound + sum(pooled_levels.values()))
+    pooled_text = "pooled: " + ", ".join(f"{suite} {level:.3g}" for suite, level in sorted(pooled_levels.items()))
     if all(r.tasks == 1 for r in compared) and len(results) > 1:
         unused = "; the tasks' weights are not used" if any(r.weight != DEFAULT_WEIGHT for r in compared) else ""
         return (
             f"false blocks: at most {_levels_text(compared, lambda r: r.alpha)} when nothing regressed past its "
-            f"margin (--gate-error-control=task{unused}); up to {bound:.4g} for the {len(compared)} compared task(s) "
-            "together"
+            f"margin (--gate-error-control=task{unused}){'; ' + pooled_text if pooled_levels else ''}; up to "
+            f"{bound:.4g} for the {len(compared)} compared task(s)"
+            f"{f' and {len(pooled_levels)} pooled suite(s)' if pooled_levels else ''} together"
         )
     gated = max(r.tasks for r in compared)
     tasks = f"{gated} gated task(s)" if len(compared) == gated else f"{len(compared)} compared of {gated} gated tasks"
-    shares = "; ".join(text for text in (_levels_text(compared, lambda r: r.level), _weights_text(compared)) if text)
+    shares = "; ".join(text for text in (_levels_text(compared, lambda r: r.level), _weights_text(compared),
+                                         pooled_text if pooled_levels else "") if text)
     return (f"false blocks: at most {bound:.4g} for the {tasks} together when nothing regressed past its margin "
             f"({shares})")
 
@@ -397,10 +407,11 @@ def count_line(results: Sequence[GateResult], custom_tests: int = 0) -> str:
     return line
 
 
-def terminal_lines(results: Sequence[GateResult], max_entries: int = 8, custom_tests: int = 0) -> list[str]:
+def terminal_lines(results: Sequence[GateResult], max_entries: int = 8, custom_tests: int = 0,
+                   pooled: Sequence[PooledEntry] = ()) -> list[str]:
     results = sorted_results(results)
     lines = [count_line(results, custom_tests)]
-    rate = error_rate_line(results)
+    rate = error_rate_line(results, pooled)
     if rate:
         lines.append(rate)
     lines += baseline_ref_lines(results)
@@ -435,22 +446,62 @@ def terminal_lines(results: Sequence[GateResult], max_entries: int = 8, custom_t
     return lines
 
 
+POOLED_HEADER = ("suite (pooled)", "metric", "tasks", "n", "baseline", "candidate", "delta", "margin", "p-value",
+                 "MDE", "level", "verdict")
+POOLED_NOTE = (
+    "pooled: the suite's metric over the paired documents of all its compared tasks, against a margin of half the "
+    "tasks' own: it sees a drop spread over every task, each inside its margin; level = its share of the run's alpha"
+)
+
+
+def pooled_rows(entries: Sequence[PooledEntry]) -> list[tuple[str, ...]]:
+    return [
+        (e.suite, e.metric, str(len(e.tasks)), str(e.n), format_number(e.baseline), format_number(e.candidate),
+         format_delta(e.delta), format_number(e.margin), format_p(e.p_value), format_number(e.mde),
+         f"{e.level:.3g}", e.verdict.value)
+        for e in entries
+    ]
+
+
+def pooled_lines(entries: Sequence[PooledEntry], by_merge: Sequence[str] = (), updating: bool = False) -> list[str]:
+    """The summary's lines for the suites' pooled entries; `by_merge`: suites whose pooled entries this shard leaves
+    to the merge; `updating`: --snapshot-update, under which a regressed pooled entry does not fail."""
+    lines = []
+    if by_merge:
+        lines += ["", f"pooled entries of {', '.join(by_merge)}: judged when the shards' run records are merged "
+                      "(python -m pytest_modelbench merge)"]
+    if entries:
+        lines += ["", *format_table(POOLED_HEADER, pooled_rows(entries)), POOLED_NOTE]
+        regressed = [e for e in entries if e.verdict is Verdict.REGRESSED]
+        named = f"{len(regressed)} pooled entr{'y' if len(regressed) == 1 else 'ies'} regressed " \
+                f"({', '.join(f'{e.suite} {e.metric}' for e in regressed)})"
+        if regressed and updating:
+            suites = sorted({e.suite for e in regressed})
+            lines.append(f"{named}: not failing under --snapshot-update, which re-records only tasks outside their own "
+                         f"band; to accept the new level of {', '.join(suites)}, remove its baselines and record them "
+                         "again")
+        elif regressed:
+            lines.append(f"the gate fails: {named}")
+    return lines
+
+
 def _md_escape(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence[str] = ()) -> str:
+def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence[str] = (),
+             pooled: Sequence[PooledEntry] = ()) -> str:
     results = sorted_results(results)
     lines = ["## pytest-modelbench baseline gate", ""]
     if not results:
         lines.append(f"Baseline **{_md_escape(baseline_name)}**: no modelbench task ran.")
     else:
-        failed = sum(r.failed for r in results)
+        failed = any(r.failed for r in results) or any(e.verdict is Verdict.REGRESSED for e in pooled)
         status = "**failed**" if failed else "**passed**"
         lines.append(
             f"Baseline **{_md_escape(baseline_name)}** · gate {status} · {len(results)} task(s): {summary_counts(results)}"
         )
-        rate = error_rate_line(results)
+        rate = error_rate_line(results, pooled)
         if rate:
             lines += ["", _md_escape(rate)]
         ref_lines = [_md_escape(line) for line in baseline_ref_lines(results)]
@@ -462,6 +513,10 @@ def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence
             for r in results
         ]
         lines += ["", _md_escape(COLUMNS_NOTE)]
+        if pooled:
+            lines += ["", "| " + " | ".join(POOLED_HEADER) + " |", "|" + "---|" * len(POOLED_HEADER)]
+            lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in pooled_rows(pooled)]
+            lines += ["", _md_escape(POOLED_NOTE)]
         for result in results:
             if not result.entries or result.verdict == Verdict.PASS.value:
                 continue

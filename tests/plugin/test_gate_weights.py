@@ -23,7 +23,9 @@ def weighted_project(pytester, ini_weights: str) -> None:
     pytester.makeini(f"[pytest]\nmodelbench_suites = suites\nmodelbench_gate_weights =\n{ini_weights}")
 
 
-def test_weights_3_1_1_1_test_the_heavy_task_at_half_of_alpha(pytester, tiny_model, monkeypatch):
+def test_weights_3_1_1_1_and_the_suites_pooled_family_split_alpha(pytester, tiny_model, monkeypatch):
+    """Four accuracy tasks of one suite weighing 3, 1, 1, 1, and the suite's pooled entries (gate/pooled.py), whose
+    family weighs half the suite's: alpha splits 3/9, 1/9 three times, and 3/9."""
     monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
     weighted_project(pytester, f"    {HEAVY} = 3\n")  # over the YAML's 2
     run_gate(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=4)
@@ -32,31 +34,32 @@ def test_weights_3_1_1_1_test_the_heavy_task_at_half_of_alpha(pytester, tiny_mod
     result = run_gate(pytester, tiny_model, f"--junitxml={junit}", f"--results-json={results}", f"--md-report={md}")
     result.assert_outcomes(passed=4)
     assert gate_heads(junit, "weight") == {TASKS[0]: 3, TASKS[1]: 1, TASKS[2]: 1, TASKS[3]: 1}
-    assert set(gate_heads(junit, "total_weight").values()) == {6}
+    assert set(gate_heads(junit, "total_weight").values()) == {9}
 
     document = json.loads(results.read_text(encoding="utf-8"))
     jsonschema.validate(document, json.loads(RESULTS_SCHEMA.read_text()))
     levels = {key: outcome["level"] for key, outcome in document["gate"].items()}
-    assert levels == {HEAVY: pytest.approx(0.05 * 3 / 6), **{f"probe/{t}": pytest.approx(0.05 / 6) for t in TASKS[1:]}}
-    assert sum(levels.values()) == pytest.approx(0.05)  # still the session's alpha
+    assert levels == {HEAVY: pytest.approx(0.05 * 3 / 9), **{f"probe/{t}": pytest.approx(0.05 / 9) for t in TASKS[1:]}}
+    assert [entry["level"] for entry in document["pooled"]] == [pytest.approx(0.05 * 3 / 9)] * len(document["pooled"])
+    assert sum(levels.values()) + 0.05 * 3 / 9 == pytest.approx(0.05)  # still the session's alpha
 
     result.stdout.fnmatch_lines([
         "*false blocks: at most 0.05 for the 4 gated task(s) together when nothing regressed past its margin "
-        f"(0.00833 per task, 0.025 for {HEAVY}; weighted: {HEAVY} 3, others 1)*",
+        f"(0.00556 per task, 0.0167 for {HEAVY}; weighted: {HEAVY} 3, others 1; pooled: probe 0.0167)*",
         "task*gate*detail*alpha share*caught at 80%",
     ])
     rows = {line.split()[0]: line for line in result.stdout.lines if line.startswith("probe/")}
-    assert "0.025 (50%)" in rows[HEAVY]
-    assert all("0.00833 (16.7%)" in rows[f"probe/{t}"] for t in TASKS[1:])
+    assert "0.0167 (33.3%)" in rows[HEAVY]
+    assert all("0.00556 (11.1%)" in rows[f"probe/{t}"] for t in TASKS[1:])
     report = md.read_text(encoding="utf-8")
-    assert f"| {HEAVY} | pass | 2 entries within the margin | 0.025 (50%) |" in report
+    assert f"| {HEAVY} | pass | 2 entries within the margin | 0.0167 (33.3%) |" in report
 
 
 def test_an_ini_weight_naming_no_collected_task_is_a_usage_error(pytester):
     weighted_project(pytester, "    probe/gate_probe_9 = 3\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*modelbench_gate_weights names no collected task: probe/gate_probe_9 *"])
+    result.stderr.fnmatch_lines(["*modelbench_gate_weights names no collected task or pooled suite: probe/gate_probe_9 *"])
     # a task deselected by -k is still collected: its weight counts for no one, and is no error
     weighted_project(pytester, f"    {HEAVY} = 3\n")
     assert pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-k", TASKS[1]).ret == pytest.ExitCode.OK

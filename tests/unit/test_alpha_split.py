@@ -33,7 +33,7 @@ def test_weights_3_1_1_1_split_alpha_into_a_half_and_sixths():
     levels = {key: split.applied(Tolerance(alpha=0.05), key).task_alpha for key in KEYS}
     assert levels == {KEYS[0]: pytest.approx(0.05 * 3 / 6), **{key: pytest.approx(0.05 / 6) for key in KEYS[1:]}}
     assert sum(levels.values()) == pytest.approx(0.05)  # the union bound still holds at alpha
-    assert split.as_json() == {"tasks": 4, "weights": {KEYS[0]: 3.0}}
+    assert split.as_json() == {"tasks": 4, "weights": {KEYS[0]: 3.0}, "pooled": {}}
     # a task's own alpha is split by the same share
     assert split.applied(Tolerance(alpha=0.5), KEYS[1]).task_alpha == pytest.approx(0.5 / 6)
 
@@ -41,7 +41,7 @@ def test_weights_3_1_1_1_split_alpha_into_a_half_and_sixths():
 def test_unweighted_levels_are_the_old_alpha_over_tasks():
     split = policy().alpha_split({key: None for key in KEYS}, KEYS)
     assert [split.applied(Tolerance(alpha=0.05), key).task_alpha for key in KEYS] == [0.05 / 4] * 4
-    assert split.as_json() == {"tasks": 4, "weights": {}}
+    assert split.as_json() == {"tasks": 4, "weights": {}, "pooled": {}}
 
 
 def test_the_ini_overrides_the_yaml_and_per_task_control_ignores_both():
@@ -54,7 +54,7 @@ def test_the_ini_overrides_the_yaml_and_per_task_control_ignores_both():
 
 
 def test_an_ini_weight_for_no_collected_task_is_one_error_naming_it():
-    with pytest.raises(GateOptionError, match="modelbench_gate_weights names no collected task: bias/crows_pairs_en "):
+    with pytest.raises(GateOptionError, match="modelbench_gate_weights names no collected task or pooled suite: bias/crows_pairs_en "):
         policy(bias__crows_pairs_en=3.0).alpha_split({KEYS[0]: None}, KEYS)
     # deselected (-k) but collected: no error
     assert policy(bias__crows_pairs_french=3.0).alpha_split({KEYS[0]: None}, KEYS).weights == {KEYS[0]: 1.0}

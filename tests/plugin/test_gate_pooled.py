@@ -1,0 +1,125 @@
+"""A suite's pooled entries through pytest (issue 22, item 2): three tasks each one point worse, every task inside its
+one-point margin, the suite as a whole regressed; one process and two shards merged fail alike."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import textwrap
+
+import pytest
+
+from pytest_modelbench.__main__ import main
+
+# Right on the documents whose question hashes below its skill (per mille, from the model name `skill-<n>`): a model
+# of skill 590 answers right exactly the documents a 600 one does, less those hashing into 590..599, about 1 in 100.
+BACKEND = '''
+import hashlib
+
+from pytest_modelbench.scoring.backend import BackendInfo
+
+
+class SkilledBackend:
+    def __init__(self, model):
+        self.model, self.skill = model, int(model.removeprefix("skill-"))
+
+    def loglikelihoods(self, requests, on_batch=None):
+        return [self.value(r.context, r.continuation) for r in requests]
+
+    def value(self, question, answer):
+        knows = int(hashlib.sha256(question.encode()).hexdigest(), 16) % 1000 < self.skill
+        return 0.0 if knows == (answer.strip() == "right") else -1.0
+
+    def describe(self):
+        return BackendInfo(self.model, "skilled:" + self.model, "causal", "", "cpu")
+
+
+def make(model, model_args, device):
+    return SkilledBackend(model)
+'''
+TASK = """\
+task: {name}
+dataset_path: json
+dataset_kwargs:
+  data_files: {{test: {name}.jsonl}}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "{{{{q}}}}"
+doc_to_target: 0
+doc_to_choice: ["right", "wrong"]
+metric_list:
+  - metric: acc
+"""
+TASKS = ("quiz_a", "quiz_b", "quiz_c")
+DOCUMENTS = 2000
+
+
+@pytest.fixture
+def quiz(pytester, monkeypatch):
+    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
+    (pytester.path / "skilled.py").write_text(textwrap.dedent(BACKEND), encoding="utf-8")
+    suite = pytester.path / "suites" / "quiz"
+    suite.mkdir(parents=True)
+    for name in TASKS:
+        rows = [{"q": f"{name} question {i}"} for i in range(DOCUMENTS)]
+        (suite / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        (suite / f"{name}.yaml").write_text(TASK.format(name=name), encoding="utf-8")
+    return pytester
+
+
+def gate(pytester, model, *args):
+    return pytester.runpytest("-p", "no:cacheprovider", "--backend=skilled:make", f"--model={model}",
+                              "suites/quiz", *args)
+
+
+def lost_share(name: str) -> float:
+    """The share of the task's documents the 590 model gets wrong and the 600 one right: the true drop."""
+    codes = [int(hashlib.sha256(f"{name} question {i}".encode()).hexdigest(), 16) % 1000 for i in range(DOCUMENTS)]
+    return sum(590 <= code < 600 for code in codes) / DOCUMENTS
+
+
+def test_a_drop_inside_every_tasks_margin_fails_the_suites_pooled_entry(quiz):
+    assert all(0.007 < lost_share(name) < 0.013 for name in TASKS)  # about one point per task, by construction
+    gate(quiz, "skill-600", "--snapshot-update").assert_outcomes(passed=3)
+
+    results = quiz.path / "results.json"
+    report, page = quiz.path / "gate.md", quiz.path / "gate.html"
+    run = gate(quiz, "skill-590", f"--results-json={results}", f"--md-report={report}", f"--html-report={page}")
+    run.assert_outcomes(passed=3)  # no task regressed past its own one-point margin
+    assert run.ret == pytest.ExitCode.TESTS_FAILED
+    run.stdout.fnmatch_lines(["*quiz*acc*3*6000*regressed*", "*the gate fails: 1 pooled entry regressed (quiz acc)*"])
+    document = json.loads(results.read_text())
+    [pooled] = document["pooled"]
+    true_drop = sum(lost_share(name) for name in TASKS) / 3
+    assert pooled["suite"] == "quiz" and pooled["tasks"] == [f"quiz/{name}" for name in TASKS]
+    assert pooled["delta"] == pytest.approx(-true_drop) and pooled["margin"] == pytest.approx(0.005)
+    assert pooled["level"] == pytest.approx(0.05 * 1.5 / 4.5)  # the family weighs half of its 3 tasks
+    assert all(outcome["level"] == pytest.approx(0.05 / 4.5) for outcome in document["gate"].values())
+    # the pooled family's level counts in the session's bound: 3 × 0.0111 + 0.0167
+    run.stdout.fnmatch_lines(["*false blocks: at most 0.05 for the 3 gated task(s) together*0.0111 per task; "
+                              "pooled: quiz 0.0167*"])
+    assert "| quiz | acc | 3 | 6000 |" in report.read_text() and "gate **failed**" in report.read_text()
+    html = page.read_text()
+    assert "gate <b class=\"failed\">failed</b>" in html and "<th>suite (pooled)</th>" in html
+
+    updating = gate(quiz, "skill-590", "--snapshot-update")  # no task is out of its band: none is rewritten
+    assert updating.ret == pytest.ExitCode.OK
+    updating.stdout.fnmatch_lines(["*1 pooled entry regressed (quiz acc): not failing under --snapshot-update*"])
+
+    unchanged = gate(quiz, "skill-600")
+    assert unchanged.ret == pytest.ExitCode.OK
+    unchanged.stdout.fnmatch_lines(["*quiz*acc*3*6000*pass*"])
+
+
+def test_shards_leave_the_pooled_entry_to_the_merge_which_fails_alike(quiz, capsys):
+    gate(quiz, "skill-600", "--snapshot-update").assert_outcomes(passed=3)
+    records = [quiz.path / f"shard-{k}.json" for k in (1, 2)]
+    for k, record in enumerate(records, start=1):
+        shard = gate(quiz, "skill-590", f"--shard={k}/2", f"--run-record={record}")
+        assert shard.ret == pytest.ExitCode.OK  # a shard holds only some of the suite's tasks
+        shard.stdout.fnmatch_lines(["*pooled entries of quiz: judged when the shards' run records are merged*"])
+    merged = quiz.path / "merged.json"
+    assert main(["merge", *map(str, records), f"--results-json={merged}"]) == 1
+    assert "the gate fails: 1 pooled entry regressed (quiz acc)" in capsys.readouterr().out
+    [pooled] = json.loads(merged.read_text())["pooled"]
+    assert pooled["verdict"] == "regressed" and pooled["n"] == 3 * DOCUMENTS
