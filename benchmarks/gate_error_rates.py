@@ -1,6 +1,6 @@
 """The gate's error rates on simulated release candidates with the shipped suites' shapes, at the landed defaults.
 
-    python benchmarks/gate_error_rates.py [--candidates 400] [--seed 11] [--rows all|NAME...] [--json-out PATH]
+    python benchmarks/gate_error_rates.py [--candidates 400] [--seed 11] [--rows N ...] [--json-out PATH]
 
 Every candidate goes through the gate's own `compare` with what a run over the shipped suites uses: each metric's
 own margin (metrics/registry.py, metrics/evidence.py), alpha 0.05 shared by the gated tasks, the landed bootstrap
@@ -13,13 +13,21 @@ Baselines. Bias tasks: the committed per-document values of baselines/default/bi
 values). Accuracy tasks: 0/1 outcomes at 40% accuracy with the document counts below; acc_norm agrees with acc on
 80% of documents, and a candidate's acc and acc_norm changes are correlated (CORRELATION, as on real runs).
 
-Candidates. 0/1 outcomes: a share DISCORDANCE of documents flips, lost and gained in the proportions that give the
-chosen true change. CrowS-Pairs: each pair's signed gap ll(sent_more) − ll(sent_less) is the baseline's, scaled,
-shifted and with per-pair noise of sd GAP_NOISE_BASE + GAP_NOISE_SLOPE × |gap| (benchmarks/finetuned_bias.py
-measures these on real fine-tunes of the default model); pct_stereotype and likelihood_diff follow from the gap.
-StereoSet: lms's two halves (stereotype and anti-stereotype above the unrelated candidate) and ss flip as 0/1
-outcomes. "Worse by k margins" moves each entry's expected value by k of its own margins: shares away from 0.5
-within each category, likelihood_diff up, the signed gap towards the stereotype by as much as the share moves.
+Candidates. 0/1 outcomes: a share DISCORDANCE of documents flips (a row may set less), lost and gained in the
+proportions that give the chosen true change. CrowS-Pairs, calibrated on real fine-tunes of the default model
+(benchmarks/finetuned_bias.py, docs/benchmarks.md): each pair's candidate gap ll(sent_more) − ll(sent_less) is
+c × its baseline gap + noise of sd GAP_NOISE_BASE + GAP_NOISE_SLOPE × |gap| (the neutral fine-tune's spread), c
+such that the mean absolute gap (likelihood_diff) stays as it was (c ≈ 0.91: candidate and baseline gaps then
+correlate 0.89, as measured 0.88); pct_stereotype and likelihood_diff follow from the gap. A category whose share
+rises by k points: a random half of its pairs shifts, by what raises the category's expected share k points above
+the baseline's (as on the real biased fine-tune, whose trained half moved and held-out half barely did). StereoSet:
+lms's two halves (stereotype and anti-stereotype above the unrelated candidate) and ss flip as 0/1 outcomes. "Worse
+by k margins" moves each entry's expected value by k of its own margins: shares away from 0.5 within each category,
+likelihood_diff up, the signed gap towards the stereotype (scaled down so that no CrowS-Pairs entry moves by more
+than k margins).
+
+Time: at 400 candidates a row gating every shipped suite takes about 10 minutes on an idle core (StereoSet's and
+CrowS-Pairs' bootstraps dominate); `--rows 1 2` runs some rows, so that two processes can share the rows.
 """
 
 from __future__ import annotations
@@ -52,7 +60,12 @@ from pytest_modelbench.metrics.registry import METRICS  # noqa: E402
 ACCURACY = 0.4
 DISCORDANCE = 0.15  # share of 0/1 outcomes a new checkpoint answers differently
 CORRELATION = 0.8  # of acc's and acc_norm's per-document changes (real runs)
-GAP_NOISE_BASE, GAP_NOISE_SLOPE = 0.6, 0.12  # per-pair gap noise in nats: sd = base + slope × |gap|
+# Per-pair gap noise in nats, sd = base + slope × |gap|: a real fine-tune of the default model on neutral text
+# (benchmarks/finetuned_bias.py, docs/benchmarks.md: 1.78 + 0.21·|gap|, candidate and baseline gaps correlated 0.88)
+GAP_NOISE_BASE, GAP_NOISE_SLOPE = 1.8, 0.21
+# A category whose share rises: the shift falls on a random half of its pairs, as on the real biased fine-tune
+# (its trained half moved +3.5 and +5.1 nats, the held-out half +0.03 and +1.3).
+TARGETED_SHARE = 0.5
 BIAS_BASELINES = REPO / "baselines" / "default" / "bias"
 STEREOSET_DATA = REPO.parent / "shared" / "data" / "stereoset" / "stereoset_dev_flat.jsonl"
 
@@ -155,37 +168,58 @@ class Move:
     discordance: float = DISCORDANCE  # of its 0/1 outcomes (a quantized checkpoint changes fewer answers)
 
 
-def gap_noise(gaps: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return rng.normal(0.0, 1.0, gaps.size) * (GAP_NOISE_BASE + GAP_NOISE_SLOPE * np.abs(gaps))
+def gap_noise_sd(gaps: np.ndarray) -> np.ndarray:
+    return GAP_NOISE_BASE + GAP_NOISE_SLOPE * np.abs(gaps)
 
 
-def share_after(gaps: np.ndarray, shift: float) -> float:
-    """Expected share of pairs with a positive gap after `shift` and the per-pair noise."""
-    sd = GAP_NOISE_BASE + GAP_NOISE_SLOPE * np.abs(gaps)
-    return float(np.mean([1 - NormalDist(g + shift, s).cdf(0.0) for g, s in zip(gaps, sd)]))
+def expected_absolute(mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """E|X| for X ~ N(mean, sd²), elementwise."""
+    z = mean / sd
+    normal = np.vectorize(NormalDist().cdf)
+    return sd * np.sqrt(2 / np.pi) * np.exp(-z * z / 2) + mean * (1 - 2 * normal(-z))
 
 
-def shift_for_share(gaps: np.ndarray, change: float) -> float:
-    """The gap shift (nats) that moves the expected share by `change` (bisection)."""
-    target, low, high = share_after(gaps, 0.0) + change, -20.0, 20.0
+def shrinkage(gaps: np.ndarray) -> float:
+    """The factor c of candidate gaps c·gap + noise that keeps the mean absolute gap (likelihood_diff) in
+    expectation: a fine-tune spreads every pair's gap without making the model surer overall (bisection)."""
+    target, low, high = float(np.mean(np.abs(gaps))), 0.0, 1.0
+    sd = gap_noise_sd(gaps)
     for _ in range(40):
         middle = (low + high) / 2
-        low, high = (middle, high) if share_after(gaps, middle) < target else (low, middle)
+        low, high = (middle, high) if np.mean(expected_absolute(middle * gaps, sd)) < target else (low, middle)
     return (low + high) / 2
 
 
-def crows_move(gaps: np.ndarray, share: float, move: Move, category: str) -> tuple[float, float]:
+def share_after(gaps: np.ndarray, shift: float, c: float) -> float:
+    """Expected share of pairs with a positive candidate gap c·(gap + shift) + noise."""
+    normal = np.vectorize(NormalDist().cdf)
+    return float(np.mean(normal(c * (gaps + shift) / gap_noise_sd(gaps))))
+
+
+def shift_for_share(gaps: np.ndarray, change: float, c: float, shifted: float = 1.0) -> float:
+    """The gap shift (nats, before shrinkage) of a random `shifted` share of the pairs that moves the expected share
+    of positive gaps to the baseline's + `change` (bisection)."""
+    target, low, high = float(np.mean(gaps > 0)) + change, -30.0, 30.0
+    unmoved = share_after(gaps, 0.0, c)
+    for _ in range(40):
+        middle = (low + high) / 2
+        share = shifted * share_after(gaps, middle, c) + (1 - shifted) * unmoved
+        low, high = (middle, high) if share < target else (low, middle)
+    return (low + high) / 2
+
+
+def crows_move(gaps: np.ndarray, share: float, move: Move, category: str, c: float) -> tuple[float, float]:
     """(shift in nats, scale) of a category's gaps. A share_up category: the shift that raises its share so much.
     Else k = move.margins: the share k margins away from 0.5 and every gap k × 10% larger (likelihood_diff k
     margins up), both scaled down together until none of the three entries (stereotype_preference included) moves
     by more than k of its margin: one transform of the gaps cannot put all three at exactly k margins."""
     if category in move.share_up:
-        return shift_for_share(gaps, move.share_up[category]), 1.0
+        return shift_for_share(gaps, move.share_up[category], c, TARGETED_SHARE), 1.0
     k = move.margins
     if not k:
         return 0.0, 1.0
     away = 1.0 if share >= 0.5 else -1.0
-    shift = shift_for_share(gaps, away * k * METRICS["pct_stereotype"].margin.absolute)
+    shift = shift_for_share(gaps, away * k * METRICS["pct_stereotype"].margin.absolute, c)
     scale = k * METRICS["likelihood_diff"].margin.relative
     mean_gap = np.mean(np.abs(gaps))
     preference_moved = np.mean((gaps + shift) * (1 + scale) - gaps) / (0.05 * mean_gap)
@@ -197,16 +231,21 @@ def crows_move(gaps: np.ndarray, share: float, move: Move, category: str) -> tup
 def crows_candidate(task: Task, move: Move, rng: np.random.Generator, moves: dict) -> dict[str, np.ndarray]:
     base = task.baseline.values
     gaps = np.where(base["pct_stereotype"] == 1, 1.0, -1.0) * base["likelihood_diff"]
+    if task.name not in moves:
+        moves[task.name] = shrinkage(gaps)
+    c = moves[task.name]
     categories = task.categories
     moved = gaps.copy()
     for category in sorted(set(categories.tolist())):
         mask = categories == category
         key = (task.name, category, move.margins, tuple(sorted(move.share_up.items())))
         if key not in moves:
-            moves[key] = crows_move(gaps[mask], base["pct_stereotype"][mask].mean(), move, category)
+            moves[key] = crows_move(gaps[mask], base["pct_stereotype"][mask].mean(), move, category, c)
         shift, scale = moves[key]
+        if category in move.share_up:  # as the real biased fine-tune: a part of the pairs moves, the rest does not
+            shift = shift * (rng.random(int(mask.sum())) < TARGETED_SHARE)
         moved[mask] = (gaps[mask] + shift) * scale
-    cand_gaps = moved + gap_noise(gaps, rng)
+    cand_gaps = c * moved + rng.normal(0.0, 1.0, gaps.size) * gap_noise_sd(gaps)
     return {"pct_stereotype": (cand_gaps > 0).astype(float), "likelihood_diff": np.abs(cand_gaps)}
 
 
@@ -281,7 +320,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", type=int, default=400, help="candidates per row (default 400)")
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--rows", nargs="*", default=None, help="row numbers to run (default: all)")
+    parser.add_argument("--rows", nargs="*", default=None, help="numbers of the rows to run (default: all)")
     parser.add_argument("--json-out", default=None, help="also write the rows as JSON")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
@@ -309,7 +348,8 @@ def main() -> None:
     ]
     chosen = [rows[int(i) - 1] for i in args.rows] if args.rows else rows
     print(f"{args.candidates} candidates per row, seed {args.seed}, discordance {DISCORDANCE}, acc/acc_norm "
-          f"correlation {CORRELATION}, CrowS gap noise sd {GAP_NOISE_BASE} + {GAP_NOISE_SLOPE}·|gap| nats\n")
+          f"correlation {CORRELATION}, CrowS gap noise sd {GAP_NOISE_BASE} + {GAP_NOISE_SLOPE}·|gap| nats, "
+          f"{100 * TARGETED_SHARE:g}% of a biased category's pairs shifted\n")
     print("| # | candidates | gated tasks | blocked | by a pooled entry alone | both categories named |")
     print("|---|---|---|---|---|---|")
     shifts: dict = {}
