@@ -350,7 +350,7 @@ def main() -> None:
     print(f"{args.candidates} candidates per row, seed {args.seed}, discordance {DISCORDANCE}, acc/acc_norm "
           f"correlation {CORRELATION}, CrowS gap noise sd {GAP_NOISE_BASE} + {GAP_NOISE_SLOPE}·|gap| nats, "
           f"{100 * TARGETED_SHARE:g}% of a biased category's pairs shifted\n")
-    print("| # | candidates | gated tasks | blocked | by a pooled entry alone | both categories named |")
+    print("| # | row | gated tasks | blocked | by a pooled entry alone | both categories named |")
     print("|---|---|---|---|---|---|")
     shifts: dict = {}
     results = []
