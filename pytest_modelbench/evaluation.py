@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pytest_modelbench.errors import BackendError, DocumentError, RequestError, TaskConfigError
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
@@ -43,6 +44,45 @@ def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
         start += len(doc.continuations)
         _check_finite(prepared, doc, per_doc[-1])
     return TaskEvaluation(prepared, per_doc, _score(prepared, metrics, per_doc))
+
+
+def evaluate_in_blocks(prepared: PreparedTask, backend: Backend, blocks: Sequence[Sequence[int]],
+                       settled: Callable[[TaskEvaluation], bool]) -> TaskEvaluation:
+    """The task scored block by block (`blocks`: positions of its documents), stopping after the first block at
+    which `settled` says the evaluation so far decides the task (gate/early_stop.py). Each evaluation is of the
+    documents scored so far, in the task's order, scored as evaluate_task scores them; after the last block it is
+    the whole task's."""
+    parts: list[tuple[Sequence[int], TaskEvaluation]] = []
+    for number, block in enumerate(blocks):
+        subset = dataclasses.replace(prepared, documents=[prepared.documents[i] for i in block])
+        parts.append((block, evaluate_task(subset, backend)))
+        evaluation = _merged(prepared, parts)
+        if number < len(blocks) - 1 and settled(evaluation):
+            break
+    return evaluation
+
+
+def _merged(prepared: PreparedTask, parts: Sequence[tuple[Sequence[int], TaskEvaluation]]) -> TaskEvaluation:
+    """One evaluation of the documents of `parts`, in the task's order, scored over all of them at once (a metric
+    or filter that reads every document sees them together, as in one evaluation)."""
+    by_position = sorted(
+        (int(position), part, i) for block, part in parts for i, position in enumerate(block)
+    )
+    documents = [prepared.documents[position] for position, _, _ in by_position]
+    merged = dataclasses.replace(prepared, documents=documents)
+    metrics = resolve_metrics(prepared.config)
+    loglikelihoods = [part.loglikelihoods[i] for _, part, i in by_position]
+    output_type = prepared.config.output_type
+    if output_type == "generate_until":
+        generations = [part.generations[i] for _, part, i in by_position]
+        answers = filtered_answers(prepared.config.filters, generations, [doc.doc for doc in documents],
+                                   [doc.doc_id for doc in documents], _task(prepared))
+        return TaskEvaluation(merged, loglikelihoods, _score(merged, metrics, answers), generations, answers)
+    if output_type == "loglikelihood":
+        greedy = [part.greedy[i] for _, part, i in by_position]
+        responses = [(values[0], flag) for values, flag in zip(loglikelihoods, greedy)]
+        return TaskEvaluation(merged, loglikelihoods, _score(merged, metrics, responses), greedy=greedy)
+    return TaskEvaluation(merged, loglikelihoods, _score(merged, metrics, loglikelihoods))
 
 
 def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:

@@ -222,10 +222,11 @@ class ModelbenchItem(pytest.Item):
         if runner.options.model is None:
             pytest.skip(f"no --model given (try --model={DEFAULT_MODEL})")
         gate.check_ready(self)  # fails closed, before scoring, when there are no baselines to compare with
-        evaluation = self.evaluate(runner)
-        gate.check_item(self, evaluation, runner)  # baseline gate: fails on a regression, see gate/pytest_integration.py
+        stopping = gate.early_stop(self, runner)  # --early-stop: scored in blocks until the verdict is settled
+        evaluation = self.evaluate(runner, stopping)
+        gate.check_item(self, evaluation, runner, stopping)  # baseline gate: fails on a regression, see gate/pytest_integration.py
 
-    def evaluate(self, runner: BenchRunner):
+    def evaluate(self, runner: BenchRunner, stopping=None):
         raise NotImplementedError
 
     def repr_failure(self, excinfo, style=None):
@@ -239,7 +240,7 @@ class GroupItem(ModelbenchItem):
         super().__init__(**kwargs)
         self.group = group
 
-    def evaluate(self, runner: BenchRunner):
+    def evaluate(self, runner: BenchRunner, stopping=None):
         return runner.evaluate_group(self.group, self.task_id)
 
     def reportinfo(self):
@@ -251,8 +252,8 @@ class TaskItem(ModelbenchItem):
         super().__init__(**kwargs)
         self.task_config = task_config
 
-    def evaluate(self, runner: BenchRunner):
-        return runner.evaluate(self.task_config, self.task_id)
+    def evaluate(self, runner: BenchRunner, stopping=None):
+        return runner.evaluate(self.task_config, self.task_id, stopping)
 
     def reportinfo(self):
         return self.path, None, f"task {self.name}"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pytest_modelbench.errors import ModelbenchError, ModelLoadError
-from pytest_modelbench.evaluation import TaskEvaluation, evaluate_task
+from pytest_modelbench.evaluation import TaskEvaluation, evaluate_in_blocks, evaluate_task
 from pytest_modelbench.metrics.group_scores import GroupEvaluation, score_group
 from pytest_modelbench.scoring.backend import Backend
 from pytest_modelbench.scoring.custom_backend import BackendFactory
@@ -21,6 +21,9 @@ from pytest_modelbench.tasks.identity import TaskId
 from pytest_modelbench.tasks.prompt_format import PromptFormat, prompt_format
 from pytest_modelbench.tasks.task import prepare_task
 from pytest_modelbench.third_party_output import loading_output
+
+if TYPE_CHECKING:
+    from pytest_modelbench.gate.early_stop import EarlyStop
 
 
 @dataclass(frozen=True)
@@ -101,9 +104,11 @@ class BenchRunner:
                 raise
         return self._backend
 
-    def evaluate(self, config: TaskConfig, identity: TaskId) -> TaskEvaluation:
+    def evaluate(self, config: TaskConfig, identity: TaskId, early_stop: "EarlyStop | None" = None) -> TaskEvaluation:
         """The task's evaluation, scored once per session: a task reached through its file and through groups is
-        scored the first time and reused after (the same file and config; a group's overrides make another)."""
+        scored the first time and reused after (the same file and config; a group's overrides make another).
+        `early_stop` (gate/early_stop.py): score it block by block and stop once the gate's verdict is settled; an
+        evaluation that stopped early is of some documents only and is never reused."""
         scored = self._scored.get((config.source.resolve(), config.config_hash))
         if scored is not None:
             self.evaluations[identity] = scored
@@ -114,9 +119,15 @@ class BenchRunner:
                 prompt_format=self._prompt_format(),
             )
         # Bound to the task: progress counts its documents; a masked LM scores whole documents (CrowS shared tokens).
-        evaluation = evaluate_task(prepared, self.backend())
-        self._scored[(config.source.resolve(), config.config_hash)] = evaluation
+        if early_stop is None:
+            evaluation = evaluate_task(prepared, self.backend())
+        else:
+            evaluation = evaluate_in_blocks(prepared, self.backend(), early_stop.blocks(len(prepared.documents)),
+                                            early_stop.settled)
         self.evaluations[identity] = evaluation
+        if len(evaluation.prepared.documents) < len(prepared.documents):
+            return evaluation
+        self._scored[(config.source.resolve(), config.config_hash)] = evaluation
         return evaluation
 
     def evaluate_group(self, group: ScorableGroup, identity: TaskId) -> GroupEvaluation:

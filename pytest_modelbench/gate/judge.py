@@ -40,6 +40,7 @@ from pytest_modelbench.gate.baseline import (
 from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem
 from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import TaskComparison, compare
+from pytest_modelbench.gate.early_stop import EarlyStop, restricted
 from pytest_modelbench.gate.policy import GatePolicy
 from pytest_modelbench.gate.report import (
     STATUS_CREATED,
@@ -192,31 +193,55 @@ def provenance(evaluation: Any, runner: Any) -> Provenance:
     )
 
 
+def candidate_record(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePolicy,
+                     split: AlphaSplit) -> BaselineRecord:
+    """The record this run would store for the task, from its evaluation."""
+    return record_from_evaluation(
+        evaluation, suite=identity.suite, baseline_name=policy.baseline_name,
+        provenance=provenance(evaluation, runner),
+        tolerance=policy.tolerance(evaluation.prepared.config, split, identity.key, evaluation.scores.metrics),
+    )
+
+
+def early_stop_for(identity: TaskId, runner: Any, *, policy: GatePolicy, store: BaselineStore,
+                   split: AlphaSplit) -> EarlyStop | None:
+    """The task's early stopping (--early-stop, gate/early_stop.py) against its stored baseline; None when there is
+    no readable baseline to look at: the task is then scored in full and its judgement says what is wrong."""
+    stored_text, _ = store.read(store.path(identity))
+    baseline = parse_or_problem(stored_text)[0] if stored_text is not None else None
+    if baseline is None:
+        return None
+    return EarlyStop(identity.key, baseline,
+                     lambda evaluation: candidate_record(identity, evaluation, runner, policy=policy, split=split))
+
+
 def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePolicy, store: BaselineStore,
-               split: AlphaSplit, persist: Persist, changed_documents: bool = False) -> Judgement:
+               split: AlphaSplit, persist: Persist, changed_documents: bool = False,
+               early_stop: EarlyStop | None = None) -> Judgement:
     """Gate one evaluated task (see the module docstring for the outcomes). `split`: how the session's alpha is
-    shared; `changed_documents`: list the most changed documents (for the HTML report)."""
-    task_config = evaluation.prepared.config
+    shared; `changed_documents`: list the most changed documents (for the HTML report); `early_stop`: the task's
+    early stopping, whose settlement (when it stopped) is the task's comparison, on the documents it scored."""
     path = store.path(identity)
     shown = store.display(path)
     common: dict[str, Any] = {"task": identity.key, "baseline": shown, "baseline_name": policy.baseline_name}
     if policy.score_only:
         return Judgement(GateResult(status=STATUS_OFF, note="--score-only: no gate ran", **common))
-    candidate = record_from_evaluation(
-        evaluation, suite=identity.suite, baseline_name=policy.baseline_name,
-        provenance=provenance(evaluation, runner),
-        tolerance=policy.tolerance(task_config, split, identity.key, evaluation.scores.metrics),
-    )
+    candidate = candidate_record(identity, evaluation, runner, policy=policy, split=split)
     candidate_text = dumps(candidate)
     stored_text, common["working_tree_differs"] = store.read(path)
     common["baseline_provenance"] = _stored_provenance(stored_text)
     common["candidate_provenance"] = dataclasses.asdict(candidate.provenance)
     common["baseline_ref"] = None if policy.baseline_ref is None else policy.baseline_ref.ref
     aggregates = {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
-    outcome = (gate_texts(candidate_text, stored_text, evaluation.prepared.documents, aggregates)
-               if stored_text is not None else None)
+    settlement = None if early_stop is None else early_stop.settlement
+    if settlement is not None:
+        outcome = GateOutcome(settlement.comparison, baseline=restricted(early_stop.baseline, candidate.doc_keys))
+        common["note"] = settlement.note
+    else:
+        outcome = (gate_texts(candidate_text, stored_text, evaluation.prepared.documents, aggregates)
+                   if stored_text is not None else None)
     written = persist(path, candidate_text, stored_text, outcome)
-    task = task_config.task
+    task = evaluation.prepared.config.task
     if outcome is None or outcome.comparison is None:  # scored but not compared: the report shows the scores
         common["scores"] = score_rows(candidate, None if outcome is None else outcome.baseline)
 
@@ -253,9 +278,10 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
     if not comparison.regressed:
         return Judgement(result)
     stored_model = str((common["baseline_provenance"] or {}).get("model", "?"))
-    return Judgement(result, GateFailure(
-        failure_message(comparison, shown, policy.baseline_name, candidate.provenance.model, stored_model)
-    ))
+    message = failure_message(comparison, shown, policy.baseline_name, candidate.provenance.model, stored_model)
+    if settlement is not None:
+        message += f"\n({settlement.note}: --early-stop; the table is of the documents scored)"
+    return Judgement(result, GateFailure(message))
 
 
 def _first_clause(problem: str | None) -> str:

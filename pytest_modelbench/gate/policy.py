@@ -41,6 +41,7 @@ class GatePolicy:
     score_only: bool = False  # no gate at all
     baseline_ref: BaselineRef | None = None  # read the baselines from a git ref
     weights: Mapping[str, float] = field(default_factory=dict)  # the ini's task weights, by '<suite>/<task>' key
+    early_stop: bool = False  # --early-stop: score in blocks, stop once settled (gate/early_stop.py)
 
     @property
     def name_dir(self) -> Path:
@@ -90,6 +91,7 @@ class GatePolicy:
             "baseline_name": self.baseline_name, "overrides": dict(sorted(self.overrides.items())),
             "error_control": self.error_control, "score_only": self.score_only,
             "baseline_ref": None if self.baseline_ref is None else self.baseline_ref.commit,
+            "early_stop": self.early_stop,
         }
 
 
@@ -131,7 +133,7 @@ def checked_weights(lines: Sequence[str]) -> dict[str, float]:
 def checked_policy(
     *, baselines_dir: Path, baseline_name: str, overrides: Mapping[str, float], error_control: str, update: bool,
     update_new_only: bool, score_only: bool, baseline_ref: str | None, reports: Sequence[str] = (),
-    weights: Mapping[str, float] | None = None,
+    weights: Mapping[str, float] | None = None, early_stop: bool = False,
 ) -> GatePolicy:
     """The policy, or GateOptionError for options that cannot go together. `reports`: the gate-report options given
     (--md-report ...), which --score-only refuses."""
@@ -159,8 +161,14 @@ def checked_policy(
         ) if value] + list(reports)
         if given:
             raise GateOptionError(f"--score-only runs no gate: drop {' and '.join(given)}")
+    if early_stop and (update or update_new_only or score_only):
+        given = "--score-only" if score_only else "--snapshot-update" + ("-new-only" if update_new_only else "")
+        raise GateOptionError(
+            f"--early-stop scores part of each task and cannot go with {given}: a baseline holds every document "
+            "(and --score-only has no verdict to settle)"
+        )
     return GatePolicy(
         baselines_dir=baselines_dir, baseline_name=baseline_name, overrides=dict(overrides),
         error_control=error_control, update=update, update_new_only=update_new_only, score_only=score_only,
-        baseline_ref=ref, weights=dict(weights or {}),
+        baseline_ref=ref, weights=dict(weights or {}), early_stop=early_stop,
     )

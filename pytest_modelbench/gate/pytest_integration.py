@@ -28,7 +28,8 @@ from pytest_modelbench.errors import BaselineError
 from pytest_modelbench.gate import pooled
 from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL_UNUSED, SessionDecision
-from pytest_modelbench.gate.judge import GateOutcome, judge_task
+from pytest_modelbench.gate.early_stop import EarlyStop
+from pytest_modelbench.gate.judge import GateOutcome, early_stop_for, judge_task
 from pytest_modelbench.gate.policy import (
     DEFAULT_BASELINE_NAME,
     ERROR_CONTROL,
@@ -77,6 +78,9 @@ def add_options(parser: pytest.Parser, group: Any) -> None:
     group.addoption("--gate-error-control", choices=ERROR_CONTROL, default="session",
                     help="session (default): alpha bounds the false blocks of the whole run, split across the "
                     "gated tasks; task: alpha per task (more power per task, more false blocks per run)")
+    group.addoption("--early-stop", action="store_true",
+                    help="score each task's documents in a seeded random order in blocks and stop once its verdict "
+                    "is settled (always-valid tests: the false-block rate is the full run's); off by default")
     group.addoption("--md-report", default=None, metavar="PATH", help="write the gate results as markdown to PATH")
     group.addoption("--html-report", default=None, metavar="PATH",
                     help="write the gate results as one self-contained HTML page (charts, tables, changed documents)")
@@ -106,11 +110,20 @@ def check_ready(item: pytest.Item) -> None:
         session.check_ready(item)
 
 
-def check_item(item: pytest.Item, evaluation: Any, runner: Any) -> None:
+def early_stop(item: pytest.Item, runner: Any) -> EarlyStop | None:
+    """The item's early stopping under --early-stop (a task item with a readable baseline), else None."""
+    session = item.config.stash.get(GATE_KEY, None)
+    if session is None or not session.policy.early_stop or hasattr(item, "group"):
+        return None
+    return early_stop_for(item.task_id, runner, policy=session.policy, store=session.store,  # type: ignore[attr-defined]
+                          split=session.alpha_split)
+
+
+def check_item(item: pytest.Item, evaluation: Any, runner: Any, stopping: EarlyStop | None = None) -> None:
     """Gate one evaluated item against its baseline (judge.py); raises what the item fails with."""
     session = item.config.stash.get(GATE_KEY, None)
     if session is not None:
-        session.check(item, evaluation, runner)
+        session.check(item, evaluation, runner, stopping)
 
 
 def is_gated(item: pytest.Item) -> bool:
@@ -155,6 +168,7 @@ def _policy(config: pytest.Config) -> GatePolicy:
             baseline_ref=config.getoption("--baseline-ref"),
             reports=[name for name in ("--md-report", "--html-report") if config.getoption(name) is not None],
             weights=checked_weights(config.getini(WEIGHTS_INI)),
+            early_stop=bool(config.getoption("--early-stop")),
         )
     except GateOptionError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -218,12 +232,12 @@ class GateSession:
                                       baseline_name=self.baseline_name, note="no baselines of this name"))
         raise BaselineError(self.store.missing_message())
 
-    def check(self, item: pytest.Item, evaluation: Any, runner: Any) -> None:
+    def check(self, item: pytest.Item, evaluation: Any, runner: Any, stopping: EarlyStop | None) -> None:
         judgement = judge_task(
             item.task_id, evaluation, runner, policy=self.policy, store=self.store,  # type: ignore[attr-defined]
             split=self.alpha_split,
             persist=lambda path, candidate, stored, outcome: self._persist(item, path, candidate, stored, outcome),
-            changed_documents=self.html_report is not None,
+            changed_documents=self.html_report is not None, early_stop=stopping,
         )
         self._record(item, judgement.result)
         if judgement.error is not None:

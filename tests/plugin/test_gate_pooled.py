@@ -3,53 +3,14 @@ one-point margin, the suite as a whole regressed; one process and two shards mer
 
 from __future__ import annotations
 
-import hashlib
 import json
-import textwrap
 
 import pytest
 
 from pytest_modelbench.__main__ import main
+from tests.fixtures import skilled_quiz
+from tests.fixtures.skilled_quiz import write_quiz
 
-# Right on the documents whose question hashes below its skill (per mille, from the model name `skill-<n>`): a model
-# of skill 590 answers right exactly the documents a 600 one does, less those hashing into 590..599, about 1 in 100.
-BACKEND = '''
-import hashlib
-
-from pytest_modelbench.scoring.backend import BackendInfo
-
-
-class SkilledBackend:
-    def __init__(self, model):
-        self.model, self.skill = model, int(model.removeprefix("skill-"))
-
-    def loglikelihoods(self, requests, on_batch=None):
-        return [self.value(r.context, r.continuation) for r in requests]
-
-    def value(self, question, answer):
-        knows = int(hashlib.sha256(question.encode()).hexdigest(), 16) % 1000 < self.skill
-        return 0.0 if knows == (answer.strip() == "right") else -1.0
-
-    def describe(self):
-        return BackendInfo(self.model, "skilled:" + self.model, "causal", "", "cpu")
-
-
-def make(model, model_args, device):
-    return SkilledBackend(model)
-'''
-TASK = """\
-task: {name}
-dataset_path: json
-dataset_kwargs:
-  data_files: {{test: {name}.jsonl}}
-test_split: test
-output_type: multiple_choice
-doc_to_text: "{{{{q}}}}"
-doc_to_target: 0
-doc_to_choice: ["right", "wrong"]
-metric_list:
-  - metric: acc
-"""
 TASKS = ("quiz_a", "quiz_b", "quiz_c")
 DOCUMENTS = 2000
 
@@ -57,13 +18,7 @@ DOCUMENTS = 2000
 @pytest.fixture
 def quiz(pytester, monkeypatch):
     monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
-    (pytester.path / "skilled.py").write_text(textwrap.dedent(BACKEND), encoding="utf-8")
-    suite = pytester.path / "suites" / "quiz"
-    suite.mkdir(parents=True)
-    for name in TASKS:
-        rows = [{"q": f"{name} question {i}"} for i in range(DOCUMENTS)]
-        (suite / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        (suite / f"{name}.yaml").write_text(TASK.format(name=name), encoding="utf-8")
+    write_quiz(pytester.path, TASKS, DOCUMENTS)
     return pytester
 
 
@@ -74,8 +29,7 @@ def gate(pytester, model, *args):
 
 def lost_share(name: str) -> float:
     """The share of the task's documents the 590 model gets wrong and the 600 one right: the true drop."""
-    codes = [int(hashlib.sha256(f"{name} question {i}".encode()).hexdigest(), 16) % 1000 for i in range(DOCUMENTS)]
-    return sum(590 <= code < 600 for code in codes) / DOCUMENTS
+    return skilled_quiz.lost_share(name, DOCUMENTS, better=600, worse=590)
 
 
 def test_a_drop_inside_every_tasks_margin_fails_the_suites_pooled_entry(quiz):

@@ -1,0 +1,222 @@
+"""Early stopping: score a task's documents in a seeded random order, in blocks, and stop once its verdict is settled.
+
+Order and looks. The documents are scored in a random order seeded by the task's key (the same on every machine and
+run), in BLOCKS equal blocks of at least MIN_BLOCK documents; after each block but the last the gate looks at what
+was scored. A task with fewer than 2 × MIN_BLOCK documents is scored in full.
+
+What settles a task at a look (`settle`), given the gate's own entries on the documents scored so far:
+  regressed  An entry's always-valid p-value of "not worse than −margin" (below), Holm-adjusted over the task's
+             entries with the gate's weights, is under the task's level. The p-value is valid at whatever look the
+             task stops, so looking after every block costs no error control: a candidate no worse than its margin
+             is blocked with probability at most the task's level, as in the full run.
+  not        No entry can regress in the full run: a confidence interval for the delta the full run will compute
+  regressed  (the documents are a sample without replacement from the task's; at the full run it has no width)
+             lies, with the full run's standard error, above the region where the full run blocks. Its level,
+             DISAGREEMENT shared by the looks, bounds how often such a stop passes a task the full run blocks; it
+             can only miss a regression, never block a candidate, so it does not touch the false-block rate. Each
+             entry reports the full run's verdict where the interval lies in one of its regions (inconclusive,
+             pass, improved), else its verdict on the documents scored (inconclusive where that said regressed).
+Otherwise the next block is scored; after the last block the task is judged as without early stopping.
+
+Always-valid p-value. With S_t = −√t (delta + margin) / SE after t documents (the standardised sum of the paired
+differences' excess over −margin, positive on the worse side), the one-sided normal mixture (a half-normal mixing
+distribution of scale ρ over the worse side)
+    M_t = 2 (1 + tρ²)^(-1/2) exp(ρ²S_t² / (2(1 + tρ²))) Φ(ρS_t / √(1 + tρ²))
+is a nonnegative martingale at the margin (Robbins' mixture; the asymptotic confidence sequences of Waudby-Smith,
+Arbour, Sinha, Kennedy and Ramdas, 2021), so p = min(1, 1/M_t) is valid at any look (Ville's inequality); ρ² is
+tuned to be tightest at the entry's full document count. It is floored by the
+entry's fixed-sample p-value (McNemar's exact tail for 0/1 outcomes), which only makes it more conservative. Like the
+full run's normal approximation it is asymptotic; MIN_ENTRY_DOCUMENTS scored documents of an entry are needed
+before the entry can settle either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import zlib
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from pytest_modelbench.gate.baseline import BaselineRecord, rebaseline_problem
+from pytest_modelbench.gate.compare import Entry, TaskComparison, compare, holm_weights
+from pytest_modelbench.gate.statistics import Verdict, holm_adjust
+
+BLOCKS = 8
+MIN_BLOCK = 100
+MIN_ENTRY_DOCUMENTS = 30
+DISAGREEMENT = 0.01  # how often a "not regressed" stop may differ from the full run's verdict, over all looks
+
+
+def scoring_order(n: int, task_key: str) -> np.ndarray:
+    """The documents' positions in the order they are scored: a permutation seeded by the task's key."""
+    rng = np.random.Generator(np.random.PCG64(zlib.crc32(task_key.encode("utf-8"))))
+    return rng.permutation(n)
+
+
+def scoring_blocks(n: int, task_key: str) -> list[np.ndarray]:
+    """The positions of each block, in scoring order: one block (everything) below 2 × MIN_BLOCK documents."""
+    count = max(1, min(BLOCKS, n // MIN_BLOCK))
+    ends = [round(n * (k + 1) / count) for k in range(count)]
+    order = scoring_order(n, task_key)
+    return [order[start:end] for start, end in zip([0] + ends[:-1], ends)]
+
+
+def mixture_rho2(planned: int, alpha: float) -> float:
+    """The mixture's ρ², tightest at `planned` documents for level `alpha`."""
+    log_alpha = math.log(alpha)
+    return (-2 * log_alpha + math.log(1 - 2 * log_alpha)) / max(planned, 1)
+
+
+def anytime_p_worse(delta: float, standard_error: float, margin: float, n: int, planned: int, alpha: float) -> float:
+    """Always-valid one-sided p-value of "not worse than −margin" after `n` documents (module docstring)."""
+    if standard_error == 0:
+        return 0.0 if delta < -margin else 1.0
+    evidence = -(delta + margin) / standard_error * math.sqrt(n)  # S_t: the standardised sum of the worse side
+    if evidence <= 0:
+        return 1.0
+    rho2 = mixture_rho2(planned, alpha)
+    spread = 1 + rho2 * n
+    log_m = (math.log(2) - 0.5 * math.log(spread) + rho2 * evidence * evidence / (2 * spread)
+             + math.log(NormalDist().cdf(math.sqrt(rho2) * evidence / math.sqrt(spread))))
+    return min(1.0, math.exp(-log_m))
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """A task settled at a look: its entries with their settled verdicts, on the documents scored so far."""
+
+    comparison: TaskComparison
+    scored: int
+    total: int
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.comparison.verdict
+
+    @property
+    def note(self) -> str:
+        how = "regressed" if self.verdict is Verdict.REGRESSED else "cannot regress"
+        return f"stopped early ({how}) after {self.scored:,} of {self.total:,} documents"
+
+
+def entry_totals(baseline: BaselineRecord) -> dict[str | None, int]:
+    """Documents per entry category in the whole task (None: overall)."""
+    categories = ["" if c is None else c for c in baseline.doc_categories]
+    totals: dict[str | None, int] = {None: len(categories)}
+    for category in categories:
+        totals[category] = totals.get(category, 0) + 1
+    for category, members in baseline.category_members.items():
+        totals[category] = sum(totals.get(m, 0) for m in members)
+    return totals
+
+
+def restricted(baseline: BaselineRecord, keys: Sequence[str]) -> BaselineRecord:
+    """The baseline's documents with these keys (what a stopped run scored), for a paired comparison on them.
+    Its stored summaries are the whole task's: only the per-document values are read by the comparison."""
+    position = {key: i for i, key in enumerate(baseline.doc_keys)}
+    idx = np.array([position[key] for key in keys], dtype=int)
+    return dataclasses.replace(
+        baseline, doc_keys=tuple(baseline.doc_keys[i] for i in idx), doc_ids=tuple(baseline.doc_ids[i] for i in idx),
+        doc_categories=tuple(baseline.doc_categories[i] for i in idx),
+        values={name: values[idx] for name, values in baseline.values.items()},
+    )
+
+
+def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: int) -> Settlement | None:
+    """The task's settlement at a look, or None to score on. `comparison`: the gate's on the documents scored so far;
+    `totals`: each entry category's documents in the whole task; `looks`: the looks before the last block."""
+    entries = comparison.entries
+    if not entries:
+        return None
+    alpha = comparison.tolerance.task_alpha
+    weights = holm_weights([e.category for e in entries])
+    scored, total = comparison.n_documents, totals[None]
+    ready = [e.n >= MIN_ENTRY_DOCUMENTS or e.n >= totals.get(e.category, 0) for e in entries]
+    anytime = [
+        max(e.raw_p_value, anytime_p_worse(e.delta, e.standard_error, e.margin, e.n, totals.get(e.category, e.n),
+                                           alpha * w / sum(weights)))
+        if ok and e.test != "none" else 1.0
+        for e, ok, w in zip(entries, ready, weights)
+    ]
+    adjusted = holm_adjust(anytime, weights)
+    if any(p < alpha for p in adjusted):
+        settled = [
+            dataclasses.replace(e, verdict=Verdict.REGRESSED, p_value=p) if p < alpha
+            else dataclasses.replace(e, verdict=Verdict.INCONCLUSIVE) if e.verdict is Verdict.REGRESSED else e
+            for e, p in zip(entries, adjusted)
+        ]
+        return Settlement(dataclasses.replace(comparison, entries=tuple(settled)), scored, total)
+    settled = []
+    for entry, ok in zip(entries, ready):
+        outlook = _full_run_outlook(entry, totals.get(entry.category, entry.n), alpha, looks) if ok else None
+        if outlook is None:
+            return None
+        settled.append(dataclasses.replace(entry, verdict=outlook))
+    return Settlement(dataclasses.replace(comparison, entries=tuple(settled)), scored, total)
+
+
+def _full_run_outlook(entry: Entry, total: int, alpha: float, looks: int) -> Verdict | None:
+    """None when the full run might still find this entry regressed; else the verdict to report for it: the full
+    run's when the documents scored so far settle it, else the verdict on them (never regressed).
+
+    The full run's delta lies in delta ± z × SE × sqrt((N − t) / (N − 1)) (sampling without replacement, t of N
+    documents scored) and its standard error is about SE × sqrt(t / N); its verdict regions (statistics.judge) are
+    below −margin − z_α·SE (may regress), up to −margin + z_α·SE (inconclusive), up to margin + z_α·SE (pass),
+    above (improved)."""
+    not_regressed = Verdict.INCONCLUSIVE if entry.verdict is Verdict.REGRESSED else entry.verdict
+    if entry.n >= total:
+        return None if entry.verdict is Verdict.REGRESSED else entry.verdict
+    if entry.test == "none":
+        return None
+    se, t = entry.standard_error, entry.n
+    half_width = NormalDist().inv_cdf(1 - DISAGREEMENT / (2 * max(looks, 1))) * se * math.sqrt((total - t) / (total - 1))
+    low, high = entry.delta - half_width, entry.delta + half_width
+    z_se = NormalDist().inv_cdf(1 - alpha) * se * math.sqrt(t / total)
+    bounds = (-entry.margin - z_se, -entry.margin + z_se, entry.margin + z_se)
+    if low < bounds[0]:
+        return None
+    regions = (Verdict.INCONCLUSIVE, Verdict.PASS, Verdict.IMPROVED)
+    region_of: Callable[[float], int] = lambda x: sum(x >= b for b in bounds[1:])
+    return regions[region_of(low)] if region_of(low) == region_of(high) else not_regressed
+
+
+class EarlyStop:
+    """One task's early stopping against its stored baseline: the blocks to score, and after each the look.
+
+    `candidate_record` builds the candidate's record from an evaluation of the documents scored so far (the gate's
+    own, judge.py). A look that finds the run not comparable with the baseline (other settings, other documents)
+    settles nothing: the task is scored in full and the gate then reports why."""
+
+    def __init__(self, task_key: str, baseline: BaselineRecord, candidate_record: Callable[[Any], BaselineRecord]):
+        self.task_key = task_key
+        self.baseline = baseline
+        self.candidate_record = candidate_record
+        self.settlement: Settlement | None = None
+        self._looks = 0
+        self._comparable = True
+
+    def blocks(self, n: int) -> list[np.ndarray]:
+        blocks = scoring_blocks(n, self.task_key)
+        self._looks = len(blocks) - 1
+        return blocks
+
+    def settled(self, evaluation: Any) -> bool:
+        if not self._comparable:
+            return False
+        candidate = self.candidate_record(evaluation)
+        known = set(self.baseline.doc_keys)
+        if not all(key in known for key in candidate.doc_keys):
+            self._comparable = False
+            return False
+        baseline = restricted(self.baseline, candidate.doc_keys)
+        if rebaseline_problem(baseline, candidate) is not None:
+            self._comparable = False
+            return False
+        aggregates = {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
+        comparison = compare(baseline, candidate, candidate.tolerance, evaluation.prepared.documents, aggregates)
+        self.settlement = settle(comparison, entry_totals(self.baseline), self._looks)
+        return self.settlement is not None

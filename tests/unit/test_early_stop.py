@@ -1,0 +1,140 @@
+"""Early stopping's statistics (gate/early_stop.py): the seeded order and blocks, the always-valid p-value's error
+rate under repeated looks, and when a look settles a task."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from pytest_modelbench.gate import early_stop
+from pytest_modelbench.gate.baseline import Tolerance
+from pytest_modelbench.gate.compare import compare
+from pytest_modelbench.gate.statistics import Verdict, worse_than_margin_pvalue
+from tests.fixtures.gate_records import ACC, make_record
+
+
+def test_blocks_cover_every_document_once_in_an_order_seeded_by_the_task():
+    blocks = early_stop.scoring_blocks(2405, "suite/task")
+    assert len(blocks) == early_stop.BLOCKS and {len(b) for b in blocks} <= {300, 301}
+    assert sorted(np.concatenate(blocks).tolist()) == list(range(2405))
+    again = early_stop.scoring_blocks(2405, "suite/task")
+    assert all(np.array_equal(a, b) for a, b in zip(blocks, again))
+    other = np.concatenate(early_stop.scoring_blocks(2405, "suite/other"))
+    assert not np.array_equal(np.concatenate(blocks), other)
+    assert not np.array_equal(np.concatenate(blocks), np.arange(2405))  # not the file's order
+
+
+def test_a_task_too_small_for_two_blocks_is_one_block():
+    [block] = early_stop.scoring_blocks(2 * early_stop.MIN_BLOCK - 1, "suite/task")
+    assert len(block) == 2 * early_stop.MIN_BLOCK - 1
+    assert len(early_stop.scoring_blocks(2 * early_stop.MIN_BLOCK, "suite/task")) == 2
+
+
+def test_the_always_valid_p_value_keeps_its_level_when_the_gate_looks_after_every_block():
+    """A candidate exactly at the margin, looked at 8 times (and at 100 finer looks): the share of runs rejected at
+    any look stays at most alpha; the fixed-sample p-value looked at as often does not."""
+    rng = np.random.default_rng(5)
+    runs, n, margin, alpha, sd = 4000, 800, 0.01, 0.05, 0.4
+    diffs = rng.normal(-margin, sd, size=(runs, n))  # true delta exactly −margin: not worse than the margin
+    counts = np.arange(1, n + 1)
+    means = np.cumsum(diffs, axis=1) / counts
+    ses = sd / np.sqrt(counts)
+    looks = np.arange(9, n, 8)  # every 8 documents from the 10th: 99 looks
+    anytime = np.array([[early_stop.anytime_p_worse(means[r, t], ses[t], margin, t + 1, n, alpha) for t in looks]
+                        for r in range(runs)])
+    fixed = np.array([[worse_than_margin_pvalue(means[r, t], ses[t], margin) for t in looks] for r in range(runs)])
+    blocked_anytime = np.mean((anytime < alpha).any(axis=1))
+    blocked_fixed = np.mean((fixed < alpha).any(axis=1))
+    assert blocked_anytime <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs)
+    assert blocked_fixed > 2 * alpha  # why the fixed test cannot be looked at early
+
+
+def test_the_always_valid_p_value_is_never_below_the_fixed_samples():
+    for t in (20, 100, 1000):
+        for z in (-5.0, -3.0, -1.0, 0.5):
+            se = 0.02
+            delta = z * se - 0.01
+            fixed = worse_than_margin_pvalue(delta, se, 0.01)
+            assert early_stop.anytime_p_worse(delta, se, 0.01, t, 1000, 0.05) >= fixed
+
+
+def _flipped(base: np.ndarray, share: float, rng: np.random.Generator, direction: int) -> np.ndarray:
+    """`base` with a random `share` of its documents moved one way: 1 → 0 (direction −1) or 0 → 1 (+1)."""
+    moved = rng.random(base.size) < share
+    return np.where(moved & (base == (1 if direction < 0 else 0)), 1 - base, base)
+
+
+def look(baseline, candidate, scored: int, looks: int = 7):
+    keys = [baseline.doc_keys[i] for i in early_stop.scoring_order(len(baseline.doc_keys), "suite/probe")[:scored]]
+    comparison = compare(early_stop.restricted(baseline, keys), early_stop.restricted(candidate, keys),
+                         candidate.tolerance)
+    return early_stop.settle(comparison, early_stop.entry_totals(baseline), looks)
+
+
+@pytest.fixture
+def task():
+    rng = np.random.default_rng(3)
+    categories = ["a"] * 1500 + ["b"] * 1500
+    base = (rng.random(3000) < 0.5).astype(float)
+    return make_record({"acc": base}, categories, metrics=[ACC], tolerance=Tolerance(alpha=0.05)), rng
+
+
+def test_an_unchanged_candidate_settles_at_the_first_look_as_the_full_run_would(task):
+    baseline, _ = task
+    settled = look(baseline, baseline, 375)
+    assert settled is not None and settled.scored == 375 and settled.total == 3000
+    assert settled.verdict is Verdict.PASS is compare(baseline, baseline, baseline.tolerance).verdict
+
+
+def test_a_clear_regression_in_one_category_settles_regressed_naming_it(task):
+    baseline, rng = task
+    values = baseline.values["acc"].copy()
+    values[1500:] = _flipped(values[1500:], 0.6, rng, -1)  # category b: 30 points worse
+    candidate = replace(baseline, values={"acc": values})
+    settled = look(baseline, candidate, 375)
+    assert settled is not None and settled.verdict is Verdict.REGRESSED
+    assert {e.category for e in settled.comparison.regressed} >= {"b"} and "a" not in {
+        e.category for e in settled.comparison.regressed}
+    assert settled.note == "stopped early (regressed) after 375 of 3,000 documents"
+
+
+def test_a_candidate_at_its_margin_is_not_settled_until_more_is_scored(task):
+    baseline, rng = task
+    values = _flipped(baseline.values["acc"], 0.02, rng, -1)  # one point worse, the margin
+    candidate = replace(baseline, values={"acc": values})
+    assert look(baseline, candidate, 375) is None
+    assert look(baseline, candidate, 1500) is None
+
+
+def test_a_stop_that_is_not_a_regression_never_reports_one(task):
+    """Entries the documents scored would call regressed at a fixed sample, but no always-valid test does, settle
+    as inconclusive, never regressed: only the always-valid test blocks early."""
+    baseline, rng = task
+    values = baseline.values["acc"].copy()
+    values[:1500] = _flipped(values[:1500], 0.08, rng, +1)  # category a better by about 4 points
+    candidate = replace(baseline, values={"acc": values})
+    for scored in (375, 750, 1125, 1500, 1875, 2250, 2625):
+        settled = look(baseline, candidate, scored)
+        if settled is not None:
+            assert settled.verdict is not Verdict.REGRESSED
+            break
+    else:
+        pytest.fail("an improvement was never settled")
+
+
+def test_restricted_keeps_the_named_documents_and_their_values(task):
+    baseline, _ = task
+    keys = [baseline.doc_keys[i] for i in (2999, 5, 1600)]
+    part = early_stop.restricted(baseline, keys)
+    assert part.doc_keys == tuple(keys) and part.doc_ids == (2999, 5, 1600)
+    assert part.doc_categories == ("b", "a", "b")
+    assert part.values["acc"].tolist() == [baseline.values["acc"][i] for i in (2999, 5, 1600)]
+
+
+def test_entry_totals_count_each_category_and_group_subgroups():
+    record = make_record({"acc": [1, 0, 1, 1, 0]}, ["x", "y", "x", "z", "z"], metrics=[ACC])
+    record = replace(record, category_members={"xy": ("x", "y")})
+    assert early_stop.entry_totals(record) == {None: 5, "x": 2, "y": 1, "z": 2, "xy": 3}
