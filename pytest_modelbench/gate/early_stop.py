@@ -16,6 +16,9 @@ What settles a task at a look (`settle`), given the gate's own entries on the do
              can only miss a regression, never block a candidate, so it does not touch the false-block rate. Each
              entry reports the full run's verdict where the interval lies in one of its regions (inconclusive,
              pass, improved), else its verdict on the documents scored (inconclusive where that said regressed).
+             A task of a suite with pooled entries (gate/pooled.py) keeps its documents for them: its pooled
+             metrics' overall entries must also lie above minus the pooled margin (half its own), so a task that
+             could add to a drop spread over the suite is scored in full and the pooled entries see it.
 Otherwise the next block is scored; after the last block the task is judged as without early stopping.
 
 Always-valid p-value. With S_t = −√t (delta + margin) / SE after t documents (the standardised sum of the paired
@@ -27,7 +30,8 @@ Arbour, Sinha, Kennedy and Ramdas, 2021), so p = min(1, 1/M_t) is valid at any l
 tuned to be tightest at the entry's full document count. It is floored by the
 entry's fixed-sample p-value (McNemar's exact tail for 0/1 outcomes), which only makes it more conservative. Like the
 full run's normal approximation it is asymptotic; MIN_ENTRY_DOCUMENTS scored documents of an entry are needed
-before the entry can settle either way.
+before the entry can settle either way, and at a look each entry's standard error is steadied by a prior of
+PRIOR_DOCUMENTS documents at its metric's overall spread (`steadied_standard_errors`), never lowered.
 """
 
 from __future__ import annotations
@@ -42,13 +46,16 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from pytest_modelbench.gate.baseline import BaselineRecord, rebaseline_problem
+from pytest_modelbench.gate import pooled as pooled_module
 from pytest_modelbench.gate.compare import Entry, TaskComparison, compare, holm_weights
 from pytest_modelbench.gate.statistics import Verdict, holm_adjust
 
 BLOCKS = 8
 MIN_BLOCK = 100
-MIN_ENTRY_DOCUMENTS = 30
+MIN_ENTRY_DOCUMENTS = 10
+PRIOR_DOCUMENTS = 10  # of the metric's overall per-document spread in each entry's standard error at a look
 DISAGREEMENT = 0.01  # how often a "not regressed" stop may differ from the full run's verdict, over all looks
+POOLED_MARGIN_SHARE = pooled_module.MARGIN_SHARE
 
 
 def scoring_order(n: int, task_key: str) -> np.ndarray:
@@ -126,9 +133,12 @@ def restricted(baseline: BaselineRecord, keys: Sequence[str]) -> BaselineRecord:
     )
 
 
-def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: int) -> Settlement | None:
+def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: int,
+           pooled: bool = False) -> Settlement | None:
     """The task's settlement at a look, or None to score on. `comparison`: the gate's on the documents scored so far;
-    `totals`: each entry category's documents in the whole task; `looks`: the looks before the last block."""
+    `totals`: each entry category's documents in the whole task; `looks`: the looks before the last block;
+    `pooled`: the task's suite has pooled entries, whose documents it must keep unless it cannot add to a drop
+    they could see."""
     entries = comparison.entries
     if not entries:
         return None
@@ -136,11 +146,12 @@ def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: 
     weights = holm_weights([e.category for e in entries])
     scored, total = comparison.n_documents, totals[None]
     ready = [e.n >= MIN_ENTRY_DOCUMENTS or e.n >= totals.get(e.category, 0) for e in entries]
+    errors = steadied_standard_errors(entries)
     anytime = [
-        max(e.raw_p_value, anytime_p_worse(e.delta, e.standard_error, e.margin, e.n, totals.get(e.category, e.n),
+        max(e.raw_p_value, anytime_p_worse(e.delta, se, e.margin, e.n, totals.get(e.category, e.n),
                                            alpha * w / sum(weights)))
         if ok and e.test != "none" else 1.0
-        for e, ok, w in zip(entries, ready, weights)
+        for e, se, ok, w in zip(entries, errors, ready, weights)
     ]
     adjusted = holm_adjust(anytime, weights)
     if any(p < alpha for p in adjusted):
@@ -150,18 +161,36 @@ def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: 
             for e, p in zip(entries, adjusted)
         ]
         return Settlement(dataclasses.replace(comparison, entries=tuple(settled)), scored, total)
+    pooling = {p.metric for p in comparison.pooling} if pooled else set()
     settled = []
-    for entry, ok in zip(entries, ready):
-        outlook = _full_run_outlook(entry, totals.get(entry.category, entry.n), alpha, looks) if ok else None
+    for entry, se, ok in zip(entries, errors, ready):
+        floor = -POOLED_MARGIN_SHARE * entry.margin if entry.category is None and entry.metric in pooling else None
+        outlook = _full_run_outlook(entry, se, totals.get(entry.category, entry.n), alpha, looks, floor) if ok else None
         if outlook is None:
             return None
         settled.append(dataclasses.replace(entry, verdict=outlook))
     return Settlement(dataclasses.replace(comparison, entries=tuple(settled)), scored, total)
 
 
-def _full_run_outlook(entry: Entry, total: int, alpha: float, looks: int) -> Verdict | None:
-    """None when the full run might still find this entry regressed; else the verdict to report for it: the full
-    run's when the documents scored so far settle it, else the verdict on them (never regressed).
+def steadied_standard_errors(entries: Sequence[Entry]) -> list[float]:
+    """Each entry's standard error for the looks: never below what a prior of PRIOR_DOCUMENTS documents at its
+    metric's overall per-document spread gives it. A few scored documents of a small category may all agree (standard
+    error 0) while the category's unscored ones do not; the prior keeps such an entry from settling on them alone."""
+    spread = {e.metric: e.standard_error * math.sqrt(e.n) for e in entries if e.category is None}
+    errors = []
+    for e in entries:
+        own = e.standard_error * math.sqrt(e.n)
+        prior = spread.get(e.metric, own)
+        steadied = math.sqrt((e.n * own * own + PRIOR_DOCUMENTS * prior * prior) / (e.n + PRIOR_DOCUMENTS) / max(e.n, 1))
+        errors.append(max(e.standard_error, steadied))
+    return errors
+
+
+def _full_run_outlook(entry: Entry, se: float, total: int, alpha: float, looks: int,
+                      floor: float | None) -> Verdict | None:
+    """None when the full run might still find this entry regressed (or, with a `floor`, its full-run delta below
+    it); else the verdict to report for it: the full run's when the documents scored so far settle it, else the
+    verdict on them (never regressed).
 
     The full run's delta lies in delta ± z × SE × sqrt((N − t) / (N − 1)) (sampling without replacement, t of N
     documents scored) and its standard error is about SE × sqrt(t / N); its verdict regions (statistics.judge) are
@@ -172,12 +201,12 @@ def _full_run_outlook(entry: Entry, total: int, alpha: float, looks: int) -> Ver
         return None if entry.verdict is Verdict.REGRESSED else entry.verdict
     if entry.test == "none":
         return None
-    se, t = entry.standard_error, entry.n
+    t = entry.n
     half_width = NormalDist().inv_cdf(1 - DISAGREEMENT / (2 * max(looks, 1))) * se * math.sqrt((total - t) / (total - 1))
     low, high = entry.delta - half_width, entry.delta + half_width
     z_se = NormalDist().inv_cdf(1 - alpha) * se * math.sqrt(t / total)
     bounds = (-entry.margin - z_se, -entry.margin + z_se, entry.margin + z_se)
-    if low < bounds[0]:
+    if low < bounds[0] or (floor is not None and low < floor):
         return None
     regions = (Verdict.INCONCLUSIVE, Verdict.PASS, Verdict.IMPROVED)
     region_of: Callable[[float], int] = lambda x: sum(x >= b for b in bounds[1:])
@@ -191,8 +220,10 @@ class EarlyStop:
     own, judge.py). A look that finds the run not comparable with the baseline (other settings, other documents)
     settles nothing: the task is scored in full and the gate then reports why."""
 
-    def __init__(self, task_key: str, baseline: BaselineRecord, candidate_record: Callable[[Any], BaselineRecord]):
+    def __init__(self, task_key: str, baseline: BaselineRecord, candidate_record: Callable[[Any], BaselineRecord],
+                 pooled: bool = False):
         self.task_key = task_key
+        self.pooled = pooled
         self.baseline = baseline
         self.candidate_record = candidate_record
         self.settlement: Settlement | None = None
@@ -218,5 +249,5 @@ class EarlyStop:
             return False
         aggregates = {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
         comparison = compare(baseline, candidate, candidate.tolerance, evaluation.prepared.documents, aggregates)
-        self.settlement = settle(comparison, entry_totals(self.baseline), self._looks)
+        self.settlement = settle(comparison, entry_totals(self.baseline), self._looks, self.pooled)
         return self.settlement is not None

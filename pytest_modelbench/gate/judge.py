@@ -212,7 +212,8 @@ def early_stop_for(identity: TaskId, runner: Any, *, policy: GatePolicy, store: 
     if baseline is None:
         return None
     return EarlyStop(identity.key, baseline,
-                     lambda evaluation: candidate_record(identity, evaluation, runner, policy=policy, split=split))
+                     lambda evaluation: candidate_record(identity, evaluation, runner, policy=policy, split=split),
+                     pooled=identity.suite in split.pooled)
 
 
 def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePolicy, store: BaselineStore,

@@ -138,3 +138,41 @@ def test_entry_totals_count_each_category_and_group_subgroups():
     record = make_record({"acc": [1, 0, 1, 1, 0]}, ["x", "y", "x", "z", "z"], metrics=[ACC])
     record = replace(record, category_members={"xy": ("x", "y")})
     assert early_stop.entry_totals(record) == {None: 5, "x": 2, "y": 1, "z": 2, "xy": 3}
+
+
+def test_a_task_of_a_suite_with_pooled_entries_keeps_its_documents_while_it_could_add_to_a_diffuse_drop():
+    """0.7 points worse, inside its own 1-point margin but not inside the pooled margin (half of it): it settles as
+    'cannot regress' on its own, but a task whose suite pools its accuracy is scored on for the pooled entry."""
+    rng = np.random.default_rng(8)
+    base = (rng.random(3000) < 0.5).astype(float)
+    candidate_values = _flipped(base, 0.014, rng, -1)
+    baseline = make_record({"acc": base}, metrics=[ACC], tolerance=Tolerance(alpha=0.05))
+    candidate = replace(baseline, values={"acc": candidate_values})
+    assert -0.009 < candidate_values.mean() - base.mean() < -0.005
+    assert look(baseline, candidate, 1500) is not None
+    for scored in (1500, 1875, 2250, 2625):
+        keys = [baseline.doc_keys[i] for i in early_stop.scoring_order(3000, "suite/probe")[:scored]]
+        comparison = compare(early_stop.restricted(baseline, keys), early_stop.restricted(candidate, keys),
+                             candidate.tolerance)
+        assert early_stop.settle(comparison, early_stop.entry_totals(baseline), 7, pooled=True) is None
+
+
+def test_a_small_category_whose_few_scored_documents_agree_does_not_settle_on_them(monkeypatch):
+    """Twelve scored documents of a 60-document category, none changed (standard error 0), while 3% of the task's
+    other answers changed: without the prior the category would settle as unchanged on them; with it, it waits."""
+    rng = np.random.default_rng(9)
+    categories = ["big"] * 2940 + ["small"] * 60
+    base = (rng.random(3000) < 0.5).astype(float)
+    values = _flipped(_flipped(base, 0.03, rng, -1), 0.03, rng, +1)
+    values[2940:] = base[2940:]
+    baseline = make_record({"acc": base}, categories, metrics=[ACC], tolerance=Tolerance(alpha=0.05))
+    candidate = replace(baseline, values={"acc": values})
+    keys = [k for k, c in zip(baseline.doc_keys, categories) if c == "big"][:2000] + [
+        k for k, c in zip(baseline.doc_keys, categories) if c == "small"][:12]
+    comparison = compare(early_stop.restricted(baseline, keys), early_stop.restricted(candidate, keys),
+                         candidate.tolerance)
+    small = next(e for e in comparison.entries if e.category == "small")
+    assert small.standard_error == 0 and small.n == 12
+    assert early_stop.settle(comparison, early_stop.entry_totals(baseline), 7) is None
+    monkeypatch.setattr(early_stop, "PRIOR_DOCUMENTS", 0)
+    assert early_stop.settle(comparison, early_stop.entry_totals(baseline), 7) is not None

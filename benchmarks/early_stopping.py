@@ -1,0 +1,174 @@
+"""Early stopping (--early-stop) on simulated release candidates: documents scored, and agreement with the full run.
+
+    python benchmarks/early_stopping.py [--candidates 400] [--seed 11] [--rows N ...] [--json-out PATH]
+
+Every candidate is judged twice through the gate's own code, on the shipped suites' shapes of
+benchmarks/gate_error_rates.py (its baselines, candidates and split of alpha): once on all documents (`compare`, as
+without --early-stop), once as --early-stop runs it (gate/early_stop.py: the task's seeded order, its blocks, `settle`
+after each block but the last). A document's score does not depend on which others are scored with it, so replaying
+the looks on the candidate's full values is what the run would do. Printed per row: the share of the rows' documents
+scored; how often the gate's decision was the full run's (the same tasks and pooled entries blocked); how often it
+named the same regressed entries; the share of tasks whose verdict (pass, inconclusive, improved, regressed) was the
+full run's; and the share of candidates blocked. Rows: clear passes (the baseline's own answers; a candidate that changes 3% of its
+0/1 answers, nothing worse; CrowS-Pairs gaps moved a fifth as much as a fine-tune's), equal quality (15% of answers
+changed; CrowS-Pairs gaps moved as a fine-tune's), and regressions (clear: 3 margins worse in every entry of every
+task; one ARC task −10 points; CrowS-Pairs English +10 points of stereotype share in two categories; and every
+accuracy task at its margin). StereoSet is left to the real checkpoints (docs/benchmarks.md): its aggregates'
+bootstrap at every look makes 400 simulated candidates take hours.
+
+Time: the six accuracy rows take about 15 minutes at 400 candidates on an idle core, each CrowS-Pairs row about
+10 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gate_error_rates as sim  # noqa: E402
+
+from pytest_modelbench.gate import early_stop  # noqa: E402
+from pytest_modelbench.gate.compare import TaskComparison, compare  # noqa: E402
+from pytest_modelbench.gate.pooled import pooled_entries  # noqa: E402
+from pytest_modelbench.gate.statistics import Verdict  # noqa: E402
+
+QUIET_GAPS = 0.2  # a near-identical candidate's CrowS-Pairs gap noise, as a share of a fine-tune's
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    tasks: list[sim.Task]
+    moves: dict[str, sim.Move]
+    unchanged: bool = False  # the baseline's own answers
+    quiet_gaps: bool = False  # CrowS-Pairs gap noise QUIET_GAPS of a fine-tune's
+
+
+def judged(task: sim.Task, candidate, tolerance, pooled: bool) -> tuple[TaskComparison, TaskComparison, int]:
+    """(the full run's comparison, --early-stop's, the documents it scored)."""
+    full = compare(task.baseline, candidate, tolerance, task.documents)
+    n = len(task.baseline.doc_keys)
+    blocks = early_stop.scoring_blocks(n, task.key)
+    totals = early_stop.entry_totals(task.baseline)
+    scored = np.array([], dtype=int)
+    for block in blocks[:-1]:
+        scored = np.concatenate([scored, block])
+        keys = [task.baseline.doc_keys[i] for i in scored]
+        documents = None if task.documents is None else [task.documents[i] for i in scored]
+        looked = compare(early_stop.restricted(task.baseline, keys), early_stop.restricted(candidate, keys),
+                         tolerance, documents)
+        settlement = early_stop.settle(looked, totals, len(blocks) - 1, pooled)
+        if settlement is not None:
+            return full, settlement.comparison, len(scored)
+    return full, full, n
+
+
+def blocked(comparisons: dict[str, TaskComparison], suites: dict[str, str], split) -> tuple[set, set]:
+    """What the gate blocks: (the regressed tasks and pooled entries; the regressed entries they name)."""
+    named = {(name, e.metric, e.category) for name, c in comparisons.items() for e in c.regressed}
+    pooling: dict[str, dict[str, list]] = {}
+    for name, comparison in comparisons.items():
+        pooling.setdefault(suites[name], {})[name] = list(comparison.pooling)
+    for suite, weight in split.pooled.items():
+        for entry in pooled_entries(suite, pooling.get(suite, {}), alpha=0.05,
+                                    level=0.05 * weight / split.total_weight):
+            if entry.verdict is Verdict.REGRESSED:
+                named.add((f"{suite}/*", entry.metric, None))
+    return {task for task, _, _ in named}, named
+
+
+def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
+    split = sim.session_split(row.tasks)
+    tolerances = {t.name: sim.tolerance(t, split) for t in row.tasks}
+    suites = {t.name: t.suite for t in row.tasks}
+    total = sum(len(t.baseline.doc_keys) for t in row.tasks)
+    shifts: dict = {}
+    scored = same_decision = same_named = same_verdicts = blocks = 0
+    saved_noise = sim.GAP_NOISE_BASE, sim.GAP_NOISE_SLOPE
+    if row.quiet_gaps:
+        sim.GAP_NOISE_BASE, sim.GAP_NOISE_SLOPE = (QUIET_GAPS * x for x in saved_noise)
+    try:
+        for _ in range(candidates):
+            full, early = {}, {}
+            for task in row.tasks:
+                candidate = task.baseline if row.unchanged else sim.candidate(
+                    task, row.moves.get(task.name, sim.Move()), rng, shifts)
+                full[task.name], early[task.name], documents = judged(task, candidate, tolerances[task.name],
+                                                                      task.suite in split.pooled)
+                scored += documents
+            (decision, named), (early_decision, early_named) = blocked(full, suites, split), blocked(early, suites, split)
+            same_decision += decision == early_decision
+            same_named += named == early_named
+            same_verdicts += sum(full[name].verdict is early[name].verdict for name in full) / len(full)
+            blocks += bool(decision)
+    finally:
+        sim.GAP_NOISE_BASE, sim.GAP_NOISE_SLOPE = saved_noise
+    return {"row": row.label, "tasks": len(row.tasks), "candidates": candidates,
+            "documents_scored": scored / (candidates * total), "same_decision": same_decision / candidates,
+            "same_entries_named": same_named / candidates, "same_task_verdicts": same_verdicts / candidates,
+            "blocked": blocks / candidates}
+
+
+def rows(arc: Sequence[sim.Task], bangla: Sequence[sim.Task], bias: Sequence[sim.Task]) -> list[Row]:
+    accuracy = list(arc) + list(bangla)
+    crows_pairs = [t for t in bias if t.name.startswith("crows_pairs")]
+    return [
+        Row("accuracy suites (17 tasks): the baseline's own answers", accuracy, {}, unchanged=True),
+        Row("accuracy suites: 3% of answers changed, nothing worse", accuracy,
+            {t.name: sim.Move(discordance=0.03) for t in accuracy}),
+        Row("accuracy suites: equal quality, 15% of answers changed", accuracy, {}),
+        Row("accuracy suites: every task 3 margins worse", accuracy, {t.name: sim.Move(3.0) for t in accuracy}),
+        Row("accuracy suites: one ARC task −10 points", accuracy, {arc[0].name: sim.Move(10.0)}),
+        Row("accuracy suites: every task at its margin (−1 point)", accuracy,
+            {t.name: sim.Move(1.0) for t in accuracy}),
+        Row("CrowS-Pairs English and French: gaps moved a fifth of a fine-tune's, nothing worse", crows_pairs, {},
+            quiet_gaps=True),
+        Row("CrowS-Pairs English and French: equal quality (gaps moved as a fine-tune's)", crows_pairs, {}),
+        Row("CrowS-Pairs English and French: every entry 3 margins worse", crows_pairs,
+            {t.name: sim.Move(3.0) for t in crows_pairs}),
+        Row("CrowS-Pairs English and French: English age and religion +10 points", crows_pairs,
+            {crows_pairs[0].name: sim.Move(share_up={"age": 0.10, "religion": 0.10})}),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--candidates", type=int, default=400, help="candidates per row (default 400)")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--rows", nargs="*", default=None, help="numbers of the rows to run (default: all)")
+    parser.add_argument("--json-out", default=None, help="also write the rows as JSON")
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    arc = [sim.accuracy_task("arc_mt", name, n, metrics, rng) for name, n, metrics in sim.ARC_MT]
+    bangla = [sim.accuracy_task("bangla", name, n, metrics, rng) for name, n, metrics in sim.BANGLA]
+    bias = [sim.bias_task(name) for name in sim.BIAS]
+    every = rows(arc, bangla, bias)
+    chosen = [every[int(i) - 1] for i in args.rows] if args.rows else every
+    print(f"{args.candidates} candidates per row, seed {args.seed}; early stopping: {early_stop.BLOCKS} blocks of at "
+          f"least {early_stop.MIN_BLOCK} documents, disagreement budget {early_stop.DISAGREEMENT}\n")
+    print("| # | row | documents scored | same tasks blocked as the full run | same entries named | same task "
+          "verdicts | blocked |")
+    print("|---|---|---|---|---|---|---|")
+    results = []
+    start = time.perf_counter()
+    for row in chosen:
+        result = run_row(row, args.candidates, rng)
+        results.append(result)
+        print(f"| {every.index(row) + 1} | {row.label} | {100 * result['documents_scored']:.1f}% | "
+              f"{100 * result['same_decision']:.1f}% | {100 * result['same_entries_named']:.1f}% | "
+              f"{100 * result['same_task_verdicts']:.1f}% | {100 * result['blocked']:.1f}% |", flush=True)
+    print(f"\n({time.perf_counter() - start:.0f} s)")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"rows": results}, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
