@@ -22,7 +22,6 @@ Time: the six accuracy rows take about 15 minutes at 400 candidates on an idle c
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -140,16 +139,9 @@ def rows(arc: Sequence[sim.Task], bangla: Sequence[sim.Task], bias: Sequence[sim
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--candidates", type=int, default=400, help="candidates per row (default 400)")
-    parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--rows", nargs="*", default=None, help="numbers of the rows to run (default: all)")
-    parser.add_argument("--json-out", default=None, help="also write the rows as JSON")
-    args = parser.parse_args()
+    args = sim.arguments(__doc__.splitlines()[0])
     rng = np.random.default_rng(args.seed)
-    arc = [sim.accuracy_task("arc_mt", name, n, metrics, rng) for name, n, metrics in sim.ARC_MT]
-    bangla = [sim.accuracy_task("bangla", name, n, metrics, rng) for name, n, metrics in sim.BANGLA]
-    bias = [sim.bias_task(name) for name in sim.BIAS]
+    arc, bangla, bias = sim.shipped_tasks(rng)
     every = rows(arc, bangla, bias)
     chosen = [every[int(i) - 1] for i in args.rows] if args.rows else every
     print(f"{args.candidates} candidates per row, seed {args.seed}; early stopping: {early_stop.BLOCKS} blocks of at "

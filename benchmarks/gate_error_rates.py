@@ -316,17 +316,27 @@ def run_row(row: Row, candidates: int, rng: np.random.Generator, shifts: dict) -
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(description: str) -> argparse.Namespace:
+    """The options of a simulation over rows of candidates (this script's, benchmarks/early_stopping.py's)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--candidates", type=int, default=400, help="candidates per row (default 400)")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--rows", nargs="*", default=None, help="numbers of the rows to run (default: all)")
     parser.add_argument("--json-out", default=None, help="also write the rows as JSON")
-    args = parser.parse_args()
-    rng = np.random.default_rng(args.seed)
+    return parser.parse_args()
+
+
+def shipped_tasks(rng: np.random.Generator) -> tuple[list[Task], list[Task], list[Task]]:
+    """The shipped suites' tasks as simulated: arc_mt's, bangla's (0/1 baselines drawn from `rng`), bias's."""
     arc = [accuracy_task("arc_mt", name, n, metrics, rng) for name, n, metrics in ARC_MT]
     bangla = [accuracy_task("bangla", name, n, metrics, rng) for name, n, metrics in BANGLA]
-    bias = [bias_task(name) for name in BIAS]
+    return arc, bangla, [bias_task(name) for name in BIAS]
+
+
+def main() -> None:
+    args = arguments(__doc__.splitlines()[0])
+    rng = np.random.default_rng(args.seed)
+    arc, bangla, bias = shipped_tasks(rng)
     everything = arc + bangla + bias
     crows = bias[0]
     two_categories = {"age": 0.10, "religion": 0.10}
