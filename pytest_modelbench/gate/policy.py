@@ -41,6 +41,7 @@ class GatePolicy:
     score_only: bool = False  # no gate at all
     baseline_ref: BaselineRef | None = None  # read the baselines from a git ref
     weights: Mapping[str, float] = field(default_factory=dict)  # the ini's task weights, by '<suite>/<task>' key
+    noise_floor: bool = False  # --noise-floor: score each task twice, store its noise floor (gate/noise_floor.py)
 
     @property
     def name_dir(self) -> Path:
@@ -131,7 +132,7 @@ def checked_weights(lines: Sequence[str]) -> dict[str, float]:
 def checked_policy(
     *, baselines_dir: Path, baseline_name: str, overrides: Mapping[str, float], error_control: str, update: bool,
     update_new_only: bool, score_only: bool, baseline_ref: str | None, reports: Sequence[str] = (),
-    weights: Mapping[str, float] | None = None,
+    weights: Mapping[str, float] | None = None, noise_floor: bool = False,
 ) -> GatePolicy:
     """The policy, or GateOptionError for options that cannot go together. `reports`: the gate-report options given
     (--md-report ...), which --score-only refuses."""
@@ -155,12 +156,17 @@ def checked_policy(
     if score_only:
         given = [option for option, value in (
             ("--snapshot-update", update), ("--snapshot-update-new-only", update_new_only),
-            ("--baseline-ref", ref is not None),
+            ("--baseline-ref", ref is not None), ("--noise-floor", noise_floor),
         ) if value] + list(reports)
         if given:
             raise GateOptionError(f"--score-only runs no gate: drop {' and '.join(given)}")
+    if noise_floor and not update:
+        raise GateOptionError(
+            "--noise-floor measures the pipeline's noise while recording baselines and stores it in them: it needs "
+            "--snapshot-update (it re-records every baseline of the run, scoring each task a second time)"
+        )
     return GatePolicy(
         baselines_dir=baselines_dir, baseline_name=baseline_name, overrides=dict(overrides),
         error_control=error_control, update=update, update_new_only=update_new_only, score_only=score_only,
-        baseline_ref=ref, weights=dict(weights or {}),
+        baseline_ref=ref, weights=dict(weights or {}), noise_floor=noise_floor,
     )
