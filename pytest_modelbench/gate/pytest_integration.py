@@ -235,7 +235,8 @@ class GateSession:
         )
         self._record(item, judgement.result)
         if judgement.warning is not None:
-            warnings.warn(NoiseFloorWarning(judgement.warning), stacklevel=1)
+            # attributed to the task's YAML, not to this line: the margins to look at are the task's
+            warnings.warn_explicit(NoiseFloorWarning(judgement.warning), NoiseFloorWarning, str(item.path), 1)
         if judgement.error is not None:
             raise judgement.error
 
