@@ -15,6 +15,9 @@ Outcomes (without --score-only):
                                            and how to compare (another --baseline-name, or --snapshot-update).
 With --snapshot-update the last four write the candidate's record instead (and the task passes); a baseline whose
 entries all stay inside the band is never rewritten. --snapshot-update-new-only writes missing baselines only.
+--snapshot-update --noise-floor scores the task a second time (the runner's second backend), stores the noise floor
+(gate/noise_floor.py) in the record and rewrites every baseline; a stored noise floor above an entry's margin is a
+warning (`Judgement.warning`), never a failure.
 """
 
 from __future__ import annotations
@@ -247,7 +250,6 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
            changed_documents: bool) -> tuple[Judgement, GateOutcome | None, bool]:
     """The candidate record against the stored baseline: the judgement, the gate's outcome (None: no baseline) and
     whether the candidate's record was written."""
-    task_config = evaluation.prepared.config
     path = store.path(identity)
     shown = store.display(path)
     common: dict[str, Any] = {"task": identity.key, "baseline": shown, "baseline_name": policy.baseline_name}
@@ -265,6 +267,7 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
 
 def _decide(candidate: BaselineRecord, outcome: GateOutcome | None, written: bool, evaluation: Any,
             common: dict[str, Any], path: Path, shown: str, policy: GatePolicy, changed_documents: bool) -> Judgement:
+    """The task's judgement from the gate's outcome and whether the candidate's record was written."""
     task = evaluation.prepared.config.task
     with_floor = " with its noise floor" if written and candidate.noise_floor is not None else ""
     if outcome is None or outcome.comparison is None:  # scored but not compared: the report shows the scores
