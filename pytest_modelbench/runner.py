@@ -3,6 +3,7 @@ evaluations done so far."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -66,6 +67,9 @@ class BenchRunner:
     _backend_error: ModelbenchError | None = None
     _served_tokenizer: tuple | None = None  # (source, tokenizer) of --model with --server-url, loaded once
     progress_sink: Callable[[str], None] | None = None  # progress lines during long scoring (scoring/progress.py)
+    # The noise-floor runner's batch sizes (noise_runner): (log-likelihood tasks, generate_until), over the options.
+    fixed_batch_sizes: tuple[int, int] | None = None
+    _noise: BenchRunner | None = None  # noise_runner(), built once
 
     def loaded_model(self) -> LoadedModel:
         """Load the model on first use; a failure is remembered so every item reports it without retrying."""
@@ -142,9 +146,46 @@ class BenchRunner:
         """--batch-size, or when it is not given the one place that says what scoring uses for tasks of this output
         type: lm-eval's 1 where padding a batch can change the result (generation, and lm-eval's own procedure,
         --plain-scoring), else 'auto' (sized from free memory)."""
+        if self.fixed_batch_sizes is not None:
+            return self.fixed_batch_sizes[output_type == "generate_until"]
         if self.options.batch_size is not None:
             return self.options.batch_size
         return 1 if output_type == "generate_until" or not self.options.shared_prefixes else "auto"
+
+    def noise_runner(self) -> BenchRunner:
+        """The second scoring of --noise-floor (gate/noise_floor.py): the same checkpoint under another scoring
+        configuration. Per output type the other batch size (1 where this runner uses anything else, else 8); for a
+        local causal LM also the other scoring path (shared prefixes, or lm-eval's plain procedure); never the score
+        cache, so every number is computed again. The loaded model (or the servers' tokenizer) is shared, not loaded
+        twice; with --server-url the same servers, with --backend a second backend from its factory (whose batches
+        are its own). Built once per session, after this runner has scored."""
+        if self._noise is None:
+            options = self.options
+            local = options.backend_factory is None and not options.server_urls
+            causal = local and self.loaded_model().model_type != "masked"
+            sizes = tuple(1 if self.batch_size_for(kind) != 1 else 8 for kind in ("multiple_choice", "generate_until"))
+            self._noise = BenchRunner(
+                dataclasses.replace(options, cache=False,
+                                    shared_prefixes=not options.shared_prefixes if causal else options.shared_prefixes),
+                progress_sink=self.progress_sink, fixed_batch_sizes=sizes,  # type: ignore[arg-type]
+                _loaded=self._loaded if local else None, _served_tokenizer=self._served_tokenizer,
+            )
+        return self._noise
+
+    def scoring_setup(self, output_type: str) -> str:
+        """How this runner scores tasks of `output_type`, in words (a noise floor's `measured_with`)."""
+        options = self.options
+        if options.backend_factory is not None:
+            parts = [f"--backend {options.backend_factory.spec} (its own batches)"]
+        else:
+            parts = [f"batch size {self.batch_size_for(output_type)}"]
+            if options.server_urls:
+                parts.append("on the server")
+            elif output_type != "generate_until" and self._loaded is not None and self._loaded.model_type != "masked":
+                parts.append("fast path (shared prefixes)" if options.shared_prefixes else "plain path (--plain-scoring)")
+        if not options.cache:
+            parts.append("score cache off")
+        return ", ".join(parts)
 
     def _prompt_format(self) -> PromptFormat:
         options = self.options

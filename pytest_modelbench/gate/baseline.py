@@ -4,7 +4,8 @@ evaluation, and when two records cannot be compared ("re-baseline required").
 One record per task and baseline name: per metric, the value, stderr and n overall and per category; the
 per-document outcomes the paired tests need; the tolerance in force when it was recorded; and provenance (model and
 weights fingerprint, task config hash, dataset fingerprint, limit, few-shot count, scoring protocol, dtype, batch
-size, package versions, date). Its file format (JSON, with a checksum) is baseline_file.py's.
+size, package versions, date); and, when it was recorded under --noise-floor, how much each entry moved when the same
+checkpoint was scored a second time (NoiseFloor). Its file format (JSON, with a checksum) is baseline_file.py's.
 """
 
 from __future__ import annotations
@@ -103,6 +104,27 @@ class Provenance:
 
 
 @dataclass(frozen=True)
+class NoiseEntry:
+    """How much one entry moved when the baseline's checkpoint was scored a second time (gate/noise_floor.py)."""
+
+    metric: str
+    category: str | None  # None: over all documents
+    flip_rate: float  # share of the entry's documents whose value changed
+    shift: float  # |delta| between the two scorings, in the entry's oriented units (as the gate reports delta)
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """The pipeline's own noise, measured when the baseline was recorded under --noise-floor."""
+
+    measured_with: str  # how the second scoring differed from the first ("batch size 1, plain path, ...")
+    entries: tuple[NoiseEntry, ...]
+
+    def entry(self, metric: str, category: str | None) -> NoiseEntry | None:
+        return next((e for e in self.entries if e.metric == metric and e.category == category), None)
+
+
+@dataclass(frozen=True)
 class BaselineRecord:
     """One task's scores as stored (or as the candidate run would store them)."""
 
@@ -122,6 +144,7 @@ class BaselineRecord:
     # A group's subgroups: category → the document categories (leaf tasks) it unites. A group metric that some of
     # its tasks do not score holds NaN (null in the file) for their documents.
     category_members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    noise_floor: NoiseFloor | None = None  # measured under --noise-floor; None in other records and older files
 
     @property
     def metric_names(self) -> tuple[str, ...]:

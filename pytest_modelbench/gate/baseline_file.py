@@ -5,7 +5,8 @@ One file per task and baseline name (``baselines/<name>/<suite>/<task>.json``). 
 value, stderr and n overall and per category; the per-document outcomes the paired tests need (document hash →
 doc id, category, one value per metric; for bleu/chrf/ter a list, the sentence statistics of the corpus score; for a
 process_results list value (IFEval's per-instruction outcomes, metric flagged "lists") a list of its own length); the
-tolerance in force when it was recorded; and provenance (model and weights fingerprint, task config hash, dataset
+tolerance in force when it was recorded; optionally its noise floor (--noise-floor: per entry, how much it moved when
+the same checkpoint was scored a second time); and provenance (model and weights fingerprint, task config hash, dataset
 fingerprint, limit, few-shot count, scoring protocol, dtype, batch size, package versions, date). A ``checksum`` over the canonical content makes any hand edit or partial
 write detectable.
 
@@ -28,6 +29,10 @@ Layout (abridged)::
           ...
         }
       },
+      "noise_floor": {                                             (optional: recorded under --noise-floor)
+        "measured_with": "batch size 1, plain path, score cache off (first scoring: batch size auto, fast path)",
+        "entries": [{"metric": "acc", "category": null, "flip_rate": 0.004, "shift": 0.002}, ...]
+      },
       "checksum": "sha256:..."
     }
 
@@ -47,7 +52,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from pytest_modelbench.errors import BaselineError
-from pytest_modelbench.gate.baseline import BaselineRecord, MetricInfo, Provenance, Summary, Tolerance
+from pytest_modelbench.gate.baseline import (
+    BaselineRecord, MetricInfo, NoiseEntry, NoiseFloor, Provenance, Summary, Tolerance,
+)
 from pytest_modelbench.metrics.registry import Margin
 
 FORMAT = "pytest-modelbench-baseline/1"
@@ -148,6 +155,15 @@ def to_document(record: BaselineRecord) -> dict[str, Any]:
             },
         },
         "documents": {"columns": _columns(record), "rows": _rows(record)},
+        **({"noise_floor": _noise_floor_json(record.noise_floor)} if record.noise_floor is not None else {}),
+    }
+
+
+def _noise_floor_json(floor: NoiseFloor) -> dict[str, Any]:
+    return {
+        "measured_with": floor.measured_with,
+        "entries": [{"metric": e.metric, "category": e.category, "flip_rate": e.flip_rate, "shift": e.shift}
+                    for e in floor.entries],
     }
 
 
@@ -432,6 +448,8 @@ def _parse_document(document: Any) -> BaselineRecord:
                 f"key 'scores.overall.{metric}.value' ({summary.value}) does not match the per-document outcomes ({recomputed})",
             )
 
+    noise_floor = _parse_noise_floor(document["noise_floor"]) if "noise_floor" in document else None
+
     return BaselineRecord(
         task=task,
         suite=suite,
@@ -447,7 +465,32 @@ def _parse_document(document: Any) -> BaselineRecord:
         doc_categories=tuple(doc_categories),
         values=values,
         category_members={k: tuple(v) for k, v in raw_members.items()},
+        noise_floor=noise_floor,
     )
+
+
+def _parse_noise_floor(raw: Any) -> NoiseFloor:
+    """The optional `noise_floor` block (--noise-floor): how it was measured, and per entry its flip rate (a share,
+    0 to 1) and shift (>= 0), each entry once."""
+    _require(isinstance(raw, dict), "key 'noise_floor' must be an object")
+    measured_with = _get(raw, "measured_with", str, "noise_floor")
+    raw_entries = _get(raw, "entries", list, "noise_floor")
+    entries, seen = [], set()
+    for i, item in enumerate(raw_entries):
+        label = f"noise_floor.entries[{i}]"
+        _require(isinstance(item, dict), f"key '{label}' must be an object")
+        metric = _get(item, "metric", str, label)
+        _require("category" in item, f"key '{label}.category' is missing")
+        category = item["category"]
+        _require(category is None or isinstance(category, str), f"key '{label}.category' must be a string or null")
+        flip_rate = float(_get(item, "flip_rate", float, label))
+        _require(0.0 <= flip_rate <= 1.0, f"key '{label}.flip_rate' must lie between 0 and 1, got {flip_rate}")
+        shift = float(_get(item, "shift", float, label))
+        _require(shift >= 0.0, f"key '{label}.shift' must be >= 0, got {shift}")
+        _require((metric, category) not in seen, f"key '{label}': entry {metric} [{category}] is listed twice")
+        seen.add((metric, category))
+        entries.append(NoiseEntry(metric, category, flip_rate, shift))
+    return NoiseFloor(measured_with, tuple(entries))
 
 
 def read(path: Path) -> BaselineRecord | None:

@@ -291,13 +291,7 @@ def compare(
     if missing or len(position) != len(candidate.doc_keys):
         raise ValueError("baseline and candidate hold different documents; check comparability first")
     order = np.array([position[key] for key in candidate.doc_keys], dtype=int)
-    categories = np.array(
-        ["" if c is None else c for c in candidate.doc_categories], dtype=object
-    )
-    groups: list[tuple[str | None, np.ndarray]] = [(None, np.ones(len(order), dtype=bool))]
-    if candidate.category_field is not None:
-        groups += [(c, categories == c) for c in sorted(set(categories.tolist()))]
-    groups += [(c, np.isin(categories, members)) for c, members in sorted(candidate.category_members.items())]
+    groups = entry_groups(candidate)
 
     base_values = {name: _as_column(v)[order] for name, v in baseline.values.items()}
     cand_values = {name: _as_column(v) for name, v in candidate.values.items()}
@@ -378,6 +372,17 @@ def compare(
         for e in entries if e.category is None and e.metric in pooling_values
     )
     return TaskComparison(candidate.task, tuple(entries), len(order), tolerance, pooling)
+
+
+def entry_groups(record: BaselineRecord) -> list[tuple[str | None, np.ndarray]]:
+    """The documents of each of the record's entries, in its document order: (None, all of them), then each category
+    (a document category, or a group's subgroup: the documents of its member categories)."""
+    categories = np.array(["" if c is None else c for c in record.doc_categories], dtype=object)
+    groups: list[tuple[str | None, np.ndarray]] = [(None, np.ones(len(categories), dtype=bool))]
+    if record.category_field is not None:
+        groups += [(c, categories == c) for c in sorted(set(categories.tolist()))]
+    groups += [(c, np.isin(categories, members)) for c, members in sorted(record.category_members.items())]
+    return groups
 
 
 def _as_column(values: np.ndarray) -> np.ndarray:

@@ -15,6 +15,9 @@ Outcomes (without --score-only):
                                            and how to compare (another --baseline-name, or --snapshot-update).
 With --snapshot-update the last four write the candidate's record instead (and the task passes); a baseline whose
 entries all stay inside the band is never rewritten. --snapshot-update-new-only writes missing baselines only.
+--snapshot-update --noise-floor scores the task a second time (the runner's second backend), stores the noise floor
+(gate/noise_floor.py) in the record and rewrites every baseline; a stored noise floor above an entry's margin is a
+warning (`Judgement.warning`), never a failure.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ from pytest_modelbench.gate.baseline import (
 from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem
 from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import TaskComparison, compare
-from pytest_modelbench.gate.early_stop import EarlyStop, restricted
+from pytest_modelbench.gate.early_stop import EarlyStop, Settlement, restricted
+from pytest_modelbench.gate.noise_floor import NoiseWarning, below_noise, binary_metrics, measure, warning_text
 from pytest_modelbench.gate.policy import GatePolicy
 from pytest_modelbench.gate.report import (
     STATUS_CREATED,
@@ -65,6 +69,8 @@ PACKAGES = ("pytest-modelbench", "torch", "transformers", "tokenizers", "dataset
 
 # (baseline path, candidate text, stored text, outcome) → whether the candidate's record was written
 Persist = Callable[[Path, str, "str | None", "GateOutcome | None"], bool]
+# --noise-floor: the task scored a second time by the second backend → (its evaluation, how it was scored)
+Rescore = Callable[[], "tuple[Any, str]"]
 
 
 class GateFailure(ModelbenchError):
@@ -75,6 +81,7 @@ class GateFailure(ModelbenchError):
 class Judgement:
     result: GateResult
     error: ModelbenchError | None = None  # the task fails with it
+    warning: str | None = None  # entries whose margin is below the measured noise floor (gate/noise_floor.py)
 
 
 @dataclass(frozen=True)
@@ -218,37 +225,91 @@ def early_stop_for(identity: TaskId, runner: Any, *, policy: GatePolicy, store: 
 
 def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePolicy, store: BaselineStore,
                split: AlphaSplit, persist: Persist, changed_documents: bool = False,
-               early_stop: EarlyStop | None = None) -> Judgement:
+               rescore: Rescore | None = None, early_stop: EarlyStop | None = None) -> Judgement:
     """Gate one evaluated task (see the module docstring for the outcomes). `split`: how the session's alpha is
-    shared; `changed_documents`: list the most changed documents (for the HTML report); `early_stop`: the task's
-    early stopping, whose settlement (when it stopped) is the task's comparison, on the documents it scored."""
+    shared; `changed_documents`: list the most changed documents (for the HTML report); `rescore` (--noise-floor,
+    with --snapshot-update): the task scored again by the second backend, whose comparison with this scoring is stored
+    in the record as its noise floor (gate/noise_floor.py). Entries whose margin is below the noise floor (the stored
+    baseline's, or the one just measured) are named in the result and in `Judgement.warning`. `early_stop`
+    (--early-stop): the task's early stopping, whose settlement (when it stopped) is the task's comparison, on the
+    documents it scored."""
+    if policy.score_only:
+        common = {"task": identity.key, "baseline": store.display(store.path(identity)),
+                  "baseline_name": policy.baseline_name}
+        return Judgement(GateResult(status=STATUS_OFF, note="--score-only: no gate ran", **common))
+    candidate = candidate_record(identity, evaluation, runner, policy=policy, split=split)
+    aggregates = {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
+    measured: TaskComparison | None = None
+    if rescore is not None:
+        second_evaluation, measured_with = rescore()
+        second = record_from_evaluation(second_evaluation, suite=identity.suite, baseline_name=policy.baseline_name,
+                                        provenance=candidate.provenance, tolerance=candidate.tolerance)
+        floor, measured = measure(candidate, second, measured_with=measured_with,
+                                  documents=second_evaluation.prepared.documents, aggregates=aggregates)
+        candidate = dataclasses.replace(candidate, noise_floor=floor)
+    settlement = None if early_stop is None or early_stop.settlement is None else (
+        early_stop.settlement, early_stop.baseline)
+    judgement, outcome, written = _judge(identity, evaluation, candidate, aggregates, policy=policy, store=store,
+                                         persist=persist, changed_documents=changed_documents,
+                                         settlement=settlement)
+    # The noise floor a warning is judged against: the one just written (its margins: this record's, which the next
+    # gate applies), else the stored baseline's (the margins the gate just used).
+    warnings: list[NoiseWarning] = []
+    if measured is not None and written and candidate.noise_floor is not None:
+        floor = candidate.noise_floor
+        warnings = below_noise(measured.entries, floor, binary_metrics(candidate))
+    elif outcome is not None and outcome.comparison is not None and outcome.baseline is not None \
+            and outcome.baseline.noise_floor is not None:
+        floor = outcome.baseline.noise_floor
+        warnings = below_noise(outcome.comparison.entries, floor, binary_metrics(outcome.baseline))
+    if warnings:
+        judgement.result.noise_warnings = [w.as_json() for w in warnings]
+        judgement.result.noise_measured_with = floor.measured_with
+        judgement.warning = warning_text(identity.key, warnings, floor.measured_with)
+    return judgement
+
+
+def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggregates: Mapping[str, Any], *,
+           policy: GatePolicy, store: BaselineStore, persist: Persist, changed_documents: bool,
+           settlement: tuple[Settlement, BaselineRecord] | None) -> tuple[Judgement, GateOutcome | None, bool]:
+    """The candidate record against the stored baseline: the judgement, the gate's outcome (None: no baseline) and
+    whether the candidate's record was written. `settlement`: an early stop's, and the whole stored baseline: the
+    outcome is its comparison, on the documents scored."""
     path = store.path(identity)
     shown = store.display(path)
     common: dict[str, Any] = {"task": identity.key, "baseline": shown, "baseline_name": policy.baseline_name}
-    if policy.score_only:
-        return Judgement(GateResult(status=STATUS_OFF, note="--score-only: no gate ran", **common))
-    candidate = candidate_record(identity, evaluation, runner, policy=policy, split=split)
     candidate_text = dumps(candidate)
     stored_text, common["working_tree_differs"] = store.read(path)
     common["baseline_provenance"] = _stored_provenance(stored_text)
     common["candidate_provenance"] = dataclasses.asdict(candidate.provenance)
     common["baseline_ref"] = None if policy.baseline_ref is None else policy.baseline_ref.ref
-    aggregates = {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
-    settlement = None if early_stop is None else early_stop.settlement
     if settlement is not None:
-        outcome = GateOutcome(settlement.comparison, baseline=restricted(early_stop.baseline, candidate.doc_keys))
-        common["note"] = settlement.note
+        stopped, baseline = settlement
+        outcome = GateOutcome(stopped.comparison, baseline=restricted(baseline, candidate.doc_keys))
+        common["note"] = stopped.note
     else:
         outcome = (gate_texts(candidate_text, stored_text, evaluation.prepared.documents, aggregates)
                    if stored_text is not None else None)
     written = persist(path, candidate_text, stored_text, outcome)
+    judgement = _decide(candidate, outcome, written, evaluation, common, path, shown, policy, changed_documents)
+    if settlement is not None and isinstance(judgement.error, GateFailure):
+        judgement.error = GateFailure(f"{judgement.error}\n({settlement[0].note}: --early-stop; the table is of the "
+                                      "documents scored)")
+    return judgement, outcome, written
+
+
+def _decide(candidate: BaselineRecord, outcome: GateOutcome | None, written: bool, evaluation: Any,
+            common: dict[str, Any], path: Path, shown: str, policy: GatePolicy, changed_documents: bool) -> Judgement:
+    """The task's judgement from the gate's outcome and whether the candidate's record was written."""
     task = evaluation.prepared.config.task
+    with_floor = " with its noise floor" if written and candidate.noise_floor is not None else ""
     if outcome is None or outcome.comparison is None:  # scored but not compared: the report shows the scores
         common["scores"] = score_rows(candidate, None if outcome is None else outcome.baseline)
 
     if outcome is None:
         if written:
-            return Judgement(GateResult(status=STATUS_CREATED, note=f"baseline written to {shown}", **common))
+            return Judgement(GateResult(status=STATUS_CREATED, note=f"baseline written to {shown}{with_floor}",
+                                        **common))
         at_ref = "" if policy.baseline_ref is None else f" at git ref {policy.baseline_ref.ref}"
         return Judgement(
             GateResult(status=STATUS_MISSING, note=f"no baseline{at_ref}", **common),
@@ -257,8 +318,8 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
         )
     if outcome.comparison is None:
         if written:
-            return Judgement(GateResult(status=STATUS_UPDATED, note=f"re-recorded ({_first_clause(outcome.problem)})",
-                                        **common))
+            return Judgement(GateResult(status=STATUS_UPDATED,
+                                        note=f"re-recorded{with_floor} ({_first_clause(outcome.problem)})", **common))
         if outcome.kind == "rebaseline" and outcome.baseline is not None:
             problems = comparability_problems(outcome.baseline, candidate)
             return Judgement(
@@ -274,15 +335,15 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
         result.changed_documents = most_changed(outcome.baseline, candidate, evaluation.prepared.documents)
     if written:
         result.status = STATUS_UPDATED
-        result.note = f"re-recorded: {len(comparison.regressed)} regressed, {len(comparison.improved)} improved entries"
+        result.note = (f"re-recorded{with_floor}: {len(comparison.regressed)} regressed, {len(comparison.improved)} "
+                       "improved entries")
         return Judgement(result)
     if not comparison.regressed:
         return Judgement(result)
     stored_model = str((common["baseline_provenance"] or {}).get("model", "?"))
-    message = failure_message(comparison, shown, policy.baseline_name, candidate.provenance.model, stored_model)
-    if settlement is not None:
-        message += f"\n({settlement.note}: --early-stop; the table is of the documents scored)"
-    return Judgement(result, GateFailure(message))
+    return Judgement(result, GateFailure(
+        failure_message(comparison, shown, policy.baseline_name, candidate.provenance.model, stored_model)
+    ))
 
 
 def _first_clause(problem: str | None) -> str:

@@ -42,6 +42,7 @@ class GatePolicy:
     baseline_ref: BaselineRef | None = None  # read the baselines from a git ref
     weights: Mapping[str, float] = field(default_factory=dict)  # the ini's task weights, by '<suite>/<task>' key
     early_stop: bool = False  # --early-stop: score in blocks, stop once settled (gate/early_stop.py)
+    noise_floor: bool = False  # --noise-floor: score each task twice, store its noise floor (gate/noise_floor.py)
 
     @property
     def name_dir(self) -> Path:
@@ -133,7 +134,7 @@ def checked_weights(lines: Sequence[str]) -> dict[str, float]:
 def checked_policy(
     *, baselines_dir: Path, baseline_name: str, overrides: Mapping[str, float], error_control: str, update: bool,
     update_new_only: bool, score_only: bool, baseline_ref: str | None, reports: Sequence[str] = (),
-    weights: Mapping[str, float] | None = None, early_stop: bool = False,
+    weights: Mapping[str, float] | None = None, early_stop: bool = False, noise_floor: bool = False,
 ) -> GatePolicy:
     """The policy, or GateOptionError for options that cannot go together. `reports`: the gate-report options given
     (--md-report ...), which --score-only refuses."""
@@ -157,10 +158,15 @@ def checked_policy(
     if score_only:
         given = [option for option, value in (
             ("--snapshot-update", update), ("--snapshot-update-new-only", update_new_only),
-            ("--baseline-ref", ref is not None),
+            ("--baseline-ref", ref is not None), ("--noise-floor", noise_floor),
         ) if value] + list(reports)
         if given:
             raise GateOptionError(f"--score-only runs no gate: drop {' and '.join(given)}")
+    if noise_floor and not update:
+        raise GateOptionError(
+            "--noise-floor measures the pipeline's noise while recording baselines and stores it in them: it needs "
+            "--snapshot-update (it re-records every baseline of the run, scoring each task a second time)"
+        )
     if early_stop and (update or update_new_only or score_only):
         given = "--score-only" if score_only else "--snapshot-update" + ("-new-only" if update_new_only else "")
         raise GateOptionError(
@@ -170,5 +176,5 @@ def checked_policy(
     return GatePolicy(
         baselines_dir=baselines_dir, baseline_name=baseline_name, overrides=dict(overrides),
         error_control=error_control, update=update, update_new_only=update_new_only, score_only=score_only,
-        baseline_ref=ref, weights=dict(weights or {}), early_stop=early_stop,
+        baseline_ref=ref, weights=dict(weights or {}), early_stop=early_stop, noise_floor=noise_floor,
     )

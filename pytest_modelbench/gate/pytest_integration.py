@@ -18,6 +18,7 @@ metric by `gate/settings.py`.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -30,6 +31,7 @@ from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL_UNUSED, SessionDecision
 from pytest_modelbench.gate.early_stop import EarlyStop
 from pytest_modelbench.gate.judge import GateOutcome, early_stop_for, judge_task
+from pytest_modelbench.gate.noise_floor import NoiseFloorWarning
 from pytest_modelbench.gate.policy import (
     DEFAULT_BASELINE_NAME,
     ERROR_CONTROL,
@@ -87,6 +89,10 @@ def add_options(parser: pytest.Parser, group: Any) -> None:
     group.addoption("--baseline-ref", default=None, metavar="REF",
                     help="read the baselines from this git ref (e.g. origin/main) instead of the working tree; "
                     "the report names baseline files the working tree changed")
+    group.addoption("--noise-floor", action="store_true",
+                    help="with --snapshot-update: score each task a second time under another batch size (and, for a "
+                    "local causal LM, the other scoring path), store each entry's flip rate and shift with the "
+                    "baseline, and warn when a margin is below that noise (re-records every baseline of the run)")
     group.addoption("--score-only", action="store_true",
                     help="score and report without the baseline gate: no baseline is read or written and no gate "
                     "verdict is given (without it, a run with no baselines for --baseline-name fails)")
@@ -169,6 +175,7 @@ def _policy(config: pytest.Config) -> GatePolicy:
             reports=[name for name in ("--md-report", "--html-report") if config.getoption(name) is not None],
             weights=checked_weights(config.getini(WEIGHTS_INI)),
             early_stop=bool(config.getoption("--early-stop")),
+            noise_floor=bool(config.getoption("--noise-floor")),
         )
     except GateOptionError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -238,10 +245,24 @@ class GateSession:
             split=self.alpha_split,
             persist=lambda path, candidate, stored, outcome: self._persist(item, path, candidate, stored, outcome),
             changed_documents=self.html_report is not None, early_stop=stopping,
+            rescore=self._rescore(item, evaluation, runner) if self.policy.noise_floor else None,
         )
         self._record(item, judgement.result)
+        if judgement.warning is not None:
+            # attributed to the task's YAML, not to this line: the margins to look at are the task's
+            warnings.warn_explicit(NoiseFloorWarning(judgement.warning), NoiseFloorWarning, str(item.path), 1)
         if judgement.error is not None:
             raise judgement.error
+
+    @staticmethod
+    def _rescore(item: pytest.Item, evaluation: Any, runner: Any):
+        """--noise-floor: the item scored again by the runner's second backend (runner.py, noise_runner), and how."""
+        def rescore() -> tuple[Any, str]:
+            noise = runner.noise_runner()
+            output_type = evaluation.prepared.config.output_type
+            second = item.evaluate(noise)  # type: ignore[attr-defined]
+            return second, f"{noise.scoring_setup(output_type)} (first scoring: {runner.scoring_setup(output_type)})"
+        return rescore
 
     def _persist(self, item: pytest.Item, path: Path, candidate_text: str, stored_text: str | None,
                  outcome: GateOutcome | None) -> bool:
@@ -263,6 +284,7 @@ class GateSession:
         )
         if stored_text is not None and outcome is not None:
             assertion.extension.decided = (candidate_text, stored_text, outcome)
+        assertion.extension.rerecord = policy.noise_floor  # the floor must describe the stored scores: write them all
         assertion == candidate_text  # noqa: B015 - syrupy's comparison: records use, writes when updating
         result = assertion.executions[0]
         if result.exception is not None:

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT
 from pytest_modelbench.gate.baseline import BaselineRecord
 from pytest_modelbench.gate.compare import Entry, TaskComparison
+from pytest_modelbench.gate.noise_floor import NoiseWarning
 from pytest_modelbench.gate.pooled import PooledEntry
 from pytest_modelbench.gate.statistics import Verdict
 
@@ -165,6 +166,7 @@ def properties(result: "GateResult") -> list[tuple[str, str]]:
         "baseline_provenance": result.baseline_provenance,
         "candidate_provenance": result.candidate_provenance, "baseline_ref": result.baseline_ref,
         "working_tree_differs": result.working_tree_differs, "pooling": result.pooling,
+        "noise_warnings": result.noise_warnings, "noise_measured_with": result.noise_measured_with,
     }
     pairs = [(PROPERTY_PREFIX, json.dumps(head, ensure_ascii=False))]
     for entry in result.entries:
@@ -204,6 +206,9 @@ class GateResult:
     scores: list[dict[str, Any]] = field(default_factory=list)
     # Compared: the overall entries its suite's pooled entries pool (gate/pooled.py, PoolingStats.as_json).
     pooling: list[dict[str, Any]] = field(default_factory=list)
+    # Entries whose margin is below the noise floor (gate/noise_floor.py, NoiseWarning.as_json), and how it was measured
+    noise_warnings: list[dict[str, Any]] = field(default_factory=list)
+    noise_measured_with: str = ""
 
     def __post_init__(self) -> None:
         if self.total_weight is None:
@@ -241,6 +246,7 @@ class GateResult:
             baseline_provenance=head.get("baseline_provenance"), candidate_provenance=head.get("candidate_provenance"),
             baseline_ref=head.get("baseline_ref"), working_tree_differs=head.get("working_tree_differs", False),
             changed_documents=documents, scores=scores, pooling=head.get("pooling", []),
+            noise_warnings=head.get("noise_warnings", []), noise_measured_with=head.get("noise_measured_with", ""),
         )
 
     @property
@@ -301,13 +307,19 @@ def summary_counts(results: Sequence[GateResult]) -> str:
     return ", ".join(f"{counts[o]} {o}" for o in order)
 
 
+def _noise_detail(result: GateResult) -> str:
+    count = len(result.noise_warnings)
+    return f"{count} margin{'' if count == 1 else 's'} below the noise floor" if count else ""
+
+
 def _detail(result: GateResult) -> str:
     if result.status != STATUS_COMPARED:
+        note = "; ".join(part for part in (result.note, _noise_detail(result)) if part)
         overall = [s for s in result.scores if s["category"] is None]
         if not overall:
-            return result.note
+            return note
         scores = ", ".join(f"{s['metric']} {format_number(s['value'])} (n={s['n']})" for s in overall)
-        return f"{result.note}; this run: {scores}"
+        return f"{note}; this run: {scores}"
     regressed = result.entries_with(Verdict.REGRESSED.value)
     improved = result.entries_with(Verdict.IMPROVED.value)
     inconclusive = result.entries_with(Verdict.INCONCLUSIVE.value)
@@ -326,7 +338,21 @@ def _detail(result: GateResult) -> str:
         parts.append(f"{len(result.entries)} entries within the margin")
     if result.note:
         parts.append(result.note)
+    if result.noise_warnings:
+        parts.append(_noise_detail(result))
     return "; ".join(parts)
+
+
+def noise_lines(results: Sequence[GateResult]) -> list[str]:
+    """The entries whose margin is below the pipeline's measured noise (gate/noise_floor.py), by task."""
+    lines = []
+    for result in results:
+        if not result.noise_warnings:
+            continue
+        lines += ["", f"{result.task}: margins below the pipeline's own noise (measured by scoring the baseline's "
+                      f"checkpoint again with {result.noise_measured_with}); verdicts unchanged"]
+        lines += [f"  noise floor   {NoiseWarning.from_json(raw).describe()}" for raw in result.noise_warnings]
+    return lines
 
 
 def false_block_bound(results: Sequence[GateResult]) -> float | None:
@@ -418,6 +444,7 @@ def terminal_lines(results: Sequence[GateResult], max_entries: int = 8, custom_t
     rows = [(r.task, r.outcome, _detail(r), r.alpha_share, r.power) for r in results]
     lines += format_table(("task", "gate", "detail", "alpha share", "caught at 80%"), rows)
     lines.append(COLUMNS_NOTE)
+    lines += noise_lines(results)
     rebaselines = [r for r in results if r.status == STATUS_REBASELINE]
     if rebaselines:
         lines += ["", f"{len(rebaselines)} task(s) not compared: their settings differ from the baseline's. "
