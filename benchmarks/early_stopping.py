@@ -7,13 +7,13 @@ benchmarks/gate_error_rates.py (its baselines, candidates and split of alpha): o
 without --early-stop), once as --early-stop runs it (gate/early_stop.py: the task's seeded order, its blocks, `settle`
 after each block but the last). A document's score does not depend on which others are scored with it, so replaying
 the looks on the candidate's full values is what the run would do. Printed per row: the share of the rows' documents
-scored; how often the gate's decision was the full run's (the same tasks and pooled entries blocked); how often it
-named the same regressed entries; the share of tasks whose verdict (pass, inconclusive, improved, regressed) was the
-full run's; and the share of candidates blocked. Rows: clear passes (the baseline's own answers; a candidate that changes 3% of its
+scored; how often the release decision (blocked or not) was the full run's; how often the same task items were
+blocked; how often the same suites' pooled entries were; the share of tasks whose verdict (pass, inconclusive,
+improved, regressed) was the full run's; and the share of candidates the full run blocked. Rows: clear passes (the baseline's own answers; a candidate that changes 3% of its
 0/1 answers, nothing worse; CrowS-Pairs gaps moved a fifth as much as a fine-tune's), equal quality (15% of answers
-changed; CrowS-Pairs gaps moved as a fine-tune's), and regressions (clear: 3 margins worse in every entry of every
-task; one ARC task −10 points; CrowS-Pairs English +10 points of stereotype share in two categories; and every
-accuracy task at its margin). StereoSet is left to the real checkpoints (docs/benchmarks.md): its aggregates'
+changed; CrowS-Pairs gaps moved as a fine-tune's), and regressions (clear: every accuracy task −10 points, or one
+ARC task; less clear: every accuracy task −3 points or at its margin, CrowS-Pairs 3 margins worse in every entry,
+or English +10 points of stereotype share in two categories). StereoSet is left to the real checkpoints (docs/benchmarks.md): its aggregates'
 bootstrap at every look makes 400 simulated candidates take hours.
 
 Time: the six accuracy rows take about 15 minutes at 400 candidates on an idle core, each CrowS-Pairs row about
@@ -70,18 +70,27 @@ def judged(task: sim.Task, candidate, tolerance, pooled: bool) -> tuple[TaskComp
     return full, full, n
 
 
-def blocked(comparisons: dict[str, TaskComparison], suites: dict[str, str], split) -> tuple[set, set]:
-    """What the gate blocks: (the regressed tasks and pooled entries; the regressed entries they name)."""
-    named = {(name, e.metric, e.category) for name, c in comparisons.items() for e in c.regressed}
+@dataclass(frozen=True)
+class Blocks:
+    """What the gate blocked in one judgement of a candidate."""
+
+    tasks: frozenset  # the regressed task items
+    pooled: frozenset  # the suites with a regressed pooled entry
+
+    @property
+    def release(self) -> bool:
+        return bool(self.tasks or self.pooled)
+
+
+def blocks_of(comparisons: dict[str, TaskComparison], suites: dict[str, str], split) -> Blocks:
     pooling: dict[str, dict[str, list]] = {}
     for name, comparison in comparisons.items():
         pooling.setdefault(suites[name], {})[name] = list(comparison.pooling)
-    for suite, weight in split.pooled.items():
-        for entry in pooled_entries(suite, pooling.get(suite, {}), alpha=0.05,
-                                    level=0.05 * weight / split.total_weight):
-            if entry.verdict is Verdict.REGRESSED:
-                named.add((f"{suite}/*", entry.metric, None))
-    return {task for task, _, _ in named}, named
+    pooled = {suite for suite, weight in split.pooled.items()
+              for entry in pooled_entries(suite, pooling.get(suite, {}), alpha=0.05,
+                                          level=0.05 * weight / split.total_weight)
+              if entry.verdict is Verdict.REGRESSED}
+    return Blocks(frozenset(name for name, c in comparisons.items() if c.regressed), frozenset(pooled))
 
 
 def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
@@ -90,7 +99,7 @@ def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
     suites = {t.name: t.suite for t in row.tasks}
     total = sum(len(t.baseline.doc_keys) for t in row.tasks)
     shifts: dict = {}
-    scored = same_decision = same_named = same_verdicts = blocks = 0
+    scored = same_release = same_tasks = same_pooled = same_verdicts = blocked = 0
     saved_noise = sim.GAP_NOISE_BASE, sim.GAP_NOISE_SLOPE
     if row.quiet_gaps:
         sim.GAP_NOISE_BASE, sim.GAP_NOISE_SLOPE = (QUIET_GAPS * x for x in saved_noise)
@@ -103,17 +112,18 @@ def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
                 full[task.name], early[task.name], documents = judged(task, candidate, tolerances[task.name],
                                                                       task.suite in split.pooled)
                 scored += documents
-            (decision, named), (early_decision, early_named) = blocked(full, suites, split), blocked(early, suites, split)
-            same_decision += decision == early_decision
-            same_named += named == early_named
+            full_blocks, early_blocks = blocks_of(full, suites, split), blocks_of(early, suites, split)
+            same_release += full_blocks.release == early_blocks.release
+            same_tasks += full_blocks.tasks == early_blocks.tasks
+            same_pooled += full_blocks.pooled == early_blocks.pooled
             same_verdicts += sum(full[name].verdict is early[name].verdict for name in full) / len(full)
-            blocks += bool(decision)
+            blocked += full_blocks.release
     finally:
         sim.GAP_NOISE_BASE, sim.GAP_NOISE_SLOPE = saved_noise
     return {"row": row.label, "tasks": len(row.tasks), "candidates": candidates,
-            "documents_scored": scored / (candidates * total), "same_decision": same_decision / candidates,
-            "same_entries_named": same_named / candidates, "same_task_verdicts": same_verdicts / candidates,
-            "blocked": blocks / candidates}
+            "documents_scored": scored / (candidates * total), "same_release_decision": same_release / candidates,
+            "same_tasks_blocked": same_tasks / candidates, "same_pooled_blocked": same_pooled / candidates,
+            "same_task_verdicts": same_verdicts / candidates, "blocked": blocked / candidates}
 
 
 def rows(arc: Sequence[sim.Task], bangla: Sequence[sim.Task], bias: Sequence[sim.Task]) -> list[Row]:
@@ -124,8 +134,10 @@ def rows(arc: Sequence[sim.Task], bangla: Sequence[sim.Task], bias: Sequence[sim
         Row("accuracy suites: 3% of answers changed, nothing worse", accuracy,
             {t.name: sim.Move(discordance=0.03) for t in accuracy}),
         Row("accuracy suites: equal quality, 15% of answers changed", accuracy, {}),
-        Row("accuracy suites: every task 3 margins worse", accuracy, {t.name: sim.Move(3.0) for t in accuracy}),
-        Row("accuracy suites: one ARC task −10 points", accuracy, {arc[0].name: sim.Move(10.0)}),
+        Row("accuracy suites: every task −10 points", accuracy, {t.name: sim.Move(10.0) for t in accuracy}),
+        Row("accuracy suites: one ARC task −10 points, the others equal quality", accuracy,
+            {arc[0].name: sim.Move(10.0)}),
+        Row("accuracy suites: every task −3 points", accuracy, {t.name: sim.Move(3.0) for t in accuracy}),
         Row("accuracy suites: every task at its margin (−1 point)", accuracy,
             {t.name: sim.Move(1.0) for t in accuracy}),
         Row("CrowS-Pairs English and French: gaps moved a fifth of a fine-tune's, nothing worse", crows_pairs, {},
@@ -146,17 +158,18 @@ def main() -> None:
     chosen = [every[int(i) - 1] for i in args.rows] if args.rows else every
     print(f"{args.candidates} candidates per row, seed {args.seed}; early stopping: {early_stop.BLOCKS} blocks of at "
           f"least {early_stop.MIN_BLOCK} documents, disagreement budget {early_stop.DISAGREEMENT}\n")
-    print("| # | row | documents scored | same tasks blocked as the full run | same entries named | same task "
-          "verdicts | blocked |")
-    print("|---|---|---|---|---|---|---|")
+    print("| # | row | documents scored | same release decision as the full run | same tasks blocked | same pooled "
+          "entries blocked | same task verdicts | blocked (full run) |")
+    print("|---|---|---|---|---|---|---|---|")
     results = []
     start = time.perf_counter()
     for row in chosen:
         result = run_row(row, args.candidates, rng)
         results.append(result)
         print(f"| {every.index(row) + 1} | {row.label} | {100 * result['documents_scored']:.1f}% | "
-              f"{100 * result['same_decision']:.1f}% | {100 * result['same_entries_named']:.1f}% | "
-              f"{100 * result['same_task_verdicts']:.1f}% | {100 * result['blocked']:.1f}% |", flush=True)
+              f"{100 * result['same_release_decision']:.1f}% | {100 * result['same_tasks_blocked']:.1f}% | "
+              f"{100 * result['same_pooled_blocked']:.1f}% | {100 * result['same_task_verdicts']:.1f}% | "
+              f"{100 * result['blocked']:.1f}% |", flush=True)
     print(f"\n({time.perf_counter() - start:.0f} s)")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"rows": results}, indent=2) + "\n", encoding="utf-8")
