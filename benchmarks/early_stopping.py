@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -49,6 +49,7 @@ class Row:
     moves: dict[str, sim.Move]
     unchanged: bool = False  # the baseline's own answers
     quiet_gaps: bool = False  # CrowS-Pairs gap noise QUIET_GAPS of a fine-tune's
+    pooled: bool = True  # the suites' pooled entries (False: '<suite>/* = 0' in modelbench_gate_weights)
 
 
 def judged(task: sim.Task, candidate, tolerance, pooled: bool) -> tuple[TaskComparison, TaskComparison, int]:
@@ -95,6 +96,8 @@ def blocks_of(comparisons: dict[str, TaskComparison], suites: dict[str, str], sp
 
 def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
     split = sim.session_split(row.tasks)
+    if not row.pooled:
+        split = replace(split, pooled={})
     tolerances = {t.name: sim.tolerance(t, split) for t in row.tasks}
     suites = {t.name: t.suite for t in row.tasks}
     total = sum(len(t.baseline.doc_keys) for t in row.tasks)
@@ -147,6 +150,8 @@ def rows(arc: Sequence[sim.Task], bangla: Sequence[sim.Task], bias: Sequence[sim
             {t.name: sim.Move(3.0) for t in crows_pairs}),
         Row("CrowS-Pairs English and French: English age and religion +10 points", crows_pairs,
             {crows_pairs[0].name: sim.Move(share_up={"age": 0.10, "religion": 0.10})}),
+        Row("accuracy suites without pooled entries ('<suite>/* = 0'): 3% of answers changed, nothing worse", accuracy,
+            {t.name: sim.Move(discordance=0.03) for t in accuracy}, pooled=False),
     ]
 
 
