@@ -126,11 +126,12 @@ def bias_task(name: str) -> Task:
     return Task("bias", record, stereoset_documents(record) if name.startswith("stereoset") else None)
 
 
-def session_split(tasks: Sequence[Task]) -> AlphaSplit:
-    """The gate's own split of alpha over these tasks and their suites' pooled families."""
+def session_split(tasks: Sequence[Task], weights: dict[str, float] | None = None) -> AlphaSplit:
+    """The gate's own split of alpha over these tasks and their suites' pooled families; `weights`: the ini's
+    modelbench_gate_weights, by task key."""
     keys = {task.key: None for task in tasks}
     metrics = {task.key: [m.name for m in task.baseline.metrics if poolable(m.binary, m.direction)] for task in tasks}
-    return GatePolicy(baselines_dir=Path(".")).alpha_split(keys, keys, metrics)
+    return GatePolicy(baselines_dir=Path("."), weights=weights or {}).alpha_split(keys, keys, metrics)
 
 
 def tolerance(task: Task, split: AlphaSplit) -> Tolerance:
@@ -288,10 +289,11 @@ class Row:
     tasks: list[Task]
     moves: dict[str, Move]  # task name → its move; tasks not named are unchanged
     named: tuple[str, tuple[str, ...]] | None = None  # (task, categories): counted when all have a regressed entry
+    weights: dict[str, float] = field(default_factory=dict)  # the ini's task weights
 
 
 def run_row(row: Row, candidates: int, rng: np.random.Generator, shifts: dict) -> dict:
-    split = session_split(row.tasks)
+    split = session_split(row.tasks, row.weights)
     blocked = named = by_pooled = 0
     for _ in range(candidates):
         regressed = []
@@ -355,6 +357,8 @@ def main() -> None:
             {t.name: Move(0.5, discordance=0.05) for t in arc + bangla}),
         Row("one ARC task −3 points, gated alone", arc[:1], {arc[0].name: Move(3.0)}),
         Row("one ARC task −3 points, all shipped suites", everything, {arc[0].name: Move(3.0)}),
+        Row("crows_pairs_english weighted 3 (modelbench_gate_weights): age and religion +10 points, all shipped "
+            "suites", everything, crows_up, named, weights={crows.key: 3.0}),
     ]
     chosen = [rows[int(i) - 1] for i in args.rows] if args.rows else rows
     print(f"{args.candidates} candidates per row, seed {args.seed}, discordance {DISCORDANCE}, acc/acc_norm "
