@@ -22,9 +22,7 @@ Time: the six accuracy rows take about 15 minutes at 400 candidates on an idle c
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -166,19 +164,10 @@ def main() -> None:
     print("| # | row | documents scored | same release decision as the full run | same tasks blocked | same pooled "
           "entries blocked | same task verdicts | blocked (full run) |")
     print("|---|---|---|---|---|---|---|---|")
-    results = []
-    start = time.perf_counter()
-    for row in chosen:
-        result = run_row(row, args.candidates, rng)
-        results.append(result)
-        print(f"| {every.index(row) + 1} | {row.label} | {100 * result['documents_scored']:.1f}% | "
-              f"{100 * result['same_release_decision']:.1f}% | {100 * result['same_tasks_blocked']:.1f}% | "
-              f"{100 * result['same_pooled_blocked']:.1f}% | {100 * result['same_task_verdicts']:.1f}% | "
-              f"{100 * result['blocked']:.1f}% |", flush=True)
-    print(f"\n({time.perf_counter() - start:.0f} s)")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"rows": results}, indent=2) + "\n", encoding="utf-8")
-
+    percent = ("documents_scored", "same_release_decision", "same_tasks_blocked", "same_pooled_blocked",
+               "same_task_verdicts", "blocked")
+    sim.print_rows(every, chosen, lambda row: run_row(row, args.candidates, rng),
+                   lambda result: [f"{100 * result[key]:.1f}%" for key in percent], args.json_out)
 
 if __name__ == "__main__":
     main()

@@ -335,6 +335,20 @@ def shipped_tasks(rng: np.random.Generator) -> tuple[list[Task], list[Task], lis
     return arc, bangla, [bias_task(name) for name in BIAS]
 
 
+def print_rows(rows: Sequence[Any], chosen: Sequence[Any], run: Any, cells: Any, json_out: str | None) -> None:
+    """Run each chosen row (`run`: row → result), print it as a markdown table row of `cells(result)`, then the time;
+    with `json_out`, write the results there."""
+    results = []
+    start = time.perf_counter()
+    for row in chosen:
+        result = run(row)
+        results.append(result)
+        print(f"| {rows.index(row) + 1} | {row.label} | " + " | ".join(cells(result)) + " |", flush=True)
+    print(f"\n({time.perf_counter() - start:.0f} s)")
+    if json_out:
+        Path(json_out).write_text(json.dumps({"rows": results}, indent=2) + "\n", encoding="utf-8")
+
+
 def main() -> None:
     args = arguments(__doc__.splitlines()[0])
     rng = np.random.default_rng(args.seed)
@@ -367,17 +381,9 @@ def main() -> None:
     print("| # | row | gated tasks | blocked | by a pooled entry alone | both categories named |")
     print("|---|---|---|---|---|---|")
     shifts: dict = {}
-    results = []
-    start = time.perf_counter()
-    for row in chosen:
-        result = run_row(row, args.candidates, rng, shifts)
-        results.append(result)
-        named_cell = f"{100 * result['named']:.1f}%" if "named" in result else ""
-        print(f"| {rows.index(row) + 1} | {row.label} | {result['tasks']} | {100 * result['blocked']:.1f}% | "
-              f"{100 * result['blocked_by_pooled_alone']:.1f}% | {named_cell} |", flush=True)
-    print(f"\n({time.perf_counter() - start:.0f} s)")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"rows": results}, indent=2) + "\n", encoding="utf-8")
+    print_rows(rows, chosen, lambda row: run_row(row, args.candidates, rng, shifts), lambda result: [
+        str(result["tasks"]), f"{100 * result['blocked']:.1f}%", f"{100 * result['blocked_by_pooled_alone']:.1f}%",
+        f"{100 * result['named']:.1f}%" if "named" in result else ""], args.json_out)
 
 
 if __name__ == "__main__":
