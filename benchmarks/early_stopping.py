@@ -55,15 +55,14 @@ def judged(task: sim.Task, candidate, tolerance, pooled: bool) -> tuple[TaskComp
     full = compare(task.baseline, candidate, tolerance, task.documents)
     n = len(task.baseline.doc_keys)
     blocks = early_stop.scoring_blocks(n, task.key)
-    totals = early_stop.entry_totals(task.baseline)
+    candidate = replace(candidate, tolerance=tolerance)
     scored = np.array([], dtype=int)
     for block in blocks[:-1]:
         scored = np.concatenate([scored, block])
         keys = [task.baseline.doc_keys[i] for i in scored]
         documents = None if task.documents is None else [task.documents[i] for i in scored]
-        looked = compare(early_stop.restricted(task.baseline, keys), early_stop.restricted(candidate, keys),
-                         tolerance, documents)
-        settlement = early_stop.settle(looked, totals, len(blocks) - 1, pooled)
+        settlement = early_stop.look(task.baseline, early_stop.restricted(candidate, keys), len(blocks) - 1, pooled,
+                                     documents)
         if settlement is not None:
             return full, settlement.comparison, len(scored)
     return full, full, n

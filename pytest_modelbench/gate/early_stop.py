@@ -213,6 +213,16 @@ def _full_run_outlook(entry: Entry, se: float, total: int, alpha: float, looks: 
     return regions[region_of(low)] if region_of(low) == region_of(high) else not_regressed
 
 
+def look(baseline: BaselineRecord, candidate: BaselineRecord, looks: int, pooled: bool = False,
+         documents: Sequence[Any] | None = None, aggregates: Mapping[str, Any] | None = None) -> Settlement | None:
+    """One look: the candidate's record of the documents scored so far (each of them one of the baseline's, the
+    run comparable with it) compared with the baseline on those documents, at the candidate's tolerance, and
+    settled (`settle`). `documents` and `aggregates`: what `compare` needs for metrics with their own aggregate."""
+    comparison = compare(restricted(baseline, candidate.doc_keys), candidate, candidate.tolerance, documents,
+                         aggregates)
+    return settle(comparison, entry_totals(baseline), looks, pooled)
+
+
 class EarlyStop:
     """One task's early stopping against its stored baseline: the blocks to score, and after each the look.
 
@@ -248,6 +258,6 @@ class EarlyStop:
             self._comparable = False
             return False
         aggregates = {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
-        comparison = compare(baseline, candidate, candidate.tolerance, evaluation.prepared.documents, aggregates)
-        self.settlement = settle(comparison, entry_totals(self.baseline), self._looks, self.pooled)
+        self.settlement = look(self.baseline, candidate, self._looks, self.pooled, evaluation.prepared.documents,
+                               aggregates)
         return self.settlement is not None

@@ -43,7 +43,7 @@ from pytest_modelbench.gate.baseline import (
 from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem
 from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import TaskComparison, compare
-from pytest_modelbench.gate.early_stop import EarlyStop, Settlement, restricted
+from pytest_modelbench.gate.early_stop import EarlyStop, restricted
 from pytest_modelbench.gate.noise_floor import NoiseWarning, below_noise, binary_metrics, measure, warning_text
 from pytest_modelbench.gate.policy import GatePolicy
 from pytest_modelbench.gate.report import (
@@ -247,11 +247,9 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
         floor, measured = measure(candidate, second, measured_with=measured_with,
                                   documents=second_evaluation.prepared.documents, aggregates=aggregates)
         candidate = dataclasses.replace(candidate, noise_floor=floor)
-    settlement = None if early_stop is None or early_stop.settlement is None else (
-        early_stop.settlement, early_stop.baseline)
+    stopped = early_stop if early_stop is not None and early_stop.settlement is not None else None
     judgement, outcome, written = _judge(identity, evaluation, candidate, aggregates, policy=policy, store=store,
-                                         persist=persist, changed_documents=changed_documents,
-                                         settlement=settlement)
+                                         persist=persist, changed_documents=changed_documents, stopped=stopped)
     # The noise floor a warning is judged against: the one just written (its margins: this record's, which the next
     # gate applies), else the stored baseline's (the margins the gate just used).
     warnings: list[NoiseWarning] = []
@@ -271,10 +269,10 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
 
 def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggregates: Mapping[str, Any], *,
            policy: GatePolicy, store: BaselineStore, persist: Persist, changed_documents: bool,
-           settlement: tuple[Settlement, BaselineRecord] | None) -> tuple[Judgement, GateOutcome | None, bool]:
+           stopped: EarlyStop | None) -> tuple[Judgement, GateOutcome | None, bool]:
     """The candidate record against the stored baseline: the judgement, the gate's outcome (None: no baseline) and
-    whether the candidate's record was written. `settlement`: an early stop's, and the whole stored baseline: the
-    outcome is its comparison, on the documents scored."""
+    whether the candidate's record was written. `stopped`: an early stop that settled the task: the outcome is its
+    settlement's comparison, on the documents scored."""
     path = store.path(identity)
     shown = store.display(path)
     common: dict[str, Any] = {"task": identity.key, "baseline": shown, "baseline_name": policy.baseline_name}
@@ -283,18 +281,18 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
     common["baseline_provenance"] = _stored_provenance(stored_text)
     common["candidate_provenance"] = dataclasses.asdict(candidate.provenance)
     common["baseline_ref"] = None if policy.baseline_ref is None else policy.baseline_ref.ref
-    if settlement is not None:
-        stopped, baseline = settlement
-        outcome = GateOutcome(stopped.comparison, baseline=restricted(baseline, candidate.doc_keys))
-        common["note"] = stopped.note
+    if stopped is not None:
+        outcome = GateOutcome(stopped.settlement.comparison,
+                              baseline=restricted(stopped.baseline, candidate.doc_keys))
+        common["note"] = stopped.settlement.note
     else:
         outcome = (gate_texts(candidate_text, stored_text, evaluation.prepared.documents, aggregates)
                    if stored_text is not None else None)
     written = persist(path, candidate_text, stored_text, outcome)
     judgement = _decide(candidate, outcome, written, evaluation, common, path, shown, policy, changed_documents)
-    if settlement is not None and isinstance(judgement.error, GateFailure):
-        judgement.error = GateFailure(f"{judgement.error}\n({settlement[0].note}: --early-stop; the table is of the "
-                                      "documents scored)")
+    if stopped is not None and isinstance(judgement.error, GateFailure):
+        judgement.error = GateFailure(f"{judgement.error}\n({stopped.settlement.note}: --early-stop; the table is of "
+                                      "the documents scored)")
     return judgement, outcome, written
 
 

@@ -69,9 +69,7 @@ def _flipped(base: np.ndarray, share: float, rng: np.random.Generator, direction
 
 def look(baseline, candidate, scored: int, looks: int = 7):
     keys = [baseline.doc_keys[i] for i in early_stop.scoring_order(len(baseline.doc_keys), "suite/probe")[:scored]]
-    comparison = compare(early_stop.restricted(baseline, keys), early_stop.restricted(candidate, keys),
-                         candidate.tolerance)
-    return early_stop.settle(comparison, early_stop.entry_totals(baseline), looks)
+    return early_stop.look(baseline, early_stop.restricted(candidate, keys), looks)
 
 
 @pytest.fixture
@@ -152,9 +150,7 @@ def test_a_task_of_a_suite_with_pooled_entries_keeps_its_documents_while_it_coul
     assert look(baseline, candidate, 1500) is not None
     for scored in (1500, 1875, 2250, 2625):
         keys = [baseline.doc_keys[i] for i in early_stop.scoring_order(3000, "suite/probe")[:scored]]
-        comparison = compare(early_stop.restricted(baseline, keys), early_stop.restricted(candidate, keys),
-                             candidate.tolerance)
-        assert early_stop.settle(comparison, early_stop.entry_totals(baseline), 7, pooled=True) is None
+        assert early_stop.look(baseline, early_stop.restricted(candidate, keys), 7, pooled=True) is None
 
 
 def test_a_small_category_whose_few_scored_documents_agree_does_not_settle_on_them(monkeypatch):
