@@ -56,6 +56,7 @@ from pytest_modelbench.gate.pooled import poolable, pooled_entries  # noqa: E402
 from pytest_modelbench.gate.statistics import Verdict  # noqa: E402
 from pytest_modelbench.metrics.evidence import derived_metrics  # noqa: E402
 from pytest_modelbench.metrics.registry import METRICS  # noqa: E402
+from pytest_modelbench.tasks.config import load_task_config  # noqa: E402
 
 ACCURACY = 0.4
 DISCORDANCE = 0.15  # share of 0/1 outcomes a new checkpoint answers differently
@@ -85,6 +86,7 @@ class Task:
     suite: str
     baseline: BaselineRecord
     documents: Sequence[Any] | None = None  # StereoSet: what its aggregates read (the target term)
+    weight: float | None = None  # its YAML's modelbench.gate.weight (the shipped bias tasks' own), None: not set
 
     @property
     def name(self) -> str:
@@ -123,15 +125,16 @@ def stereoset_documents(record: BaselineRecord) -> list[SimpleNamespace]:
 def bias_task(name: str) -> Task:
     path = BIAS_BASELINES / f"{name}.json"
     record = parse(path.read_text(encoding="utf-8"), path)
-    return Task("bias", record, stereoset_documents(record) if name.startswith("stereoset") else None)
+    weight = load_task_config(REPO / "suites" / "bias" / f"{name}.yaml").gate.weight
+    return Task("bias", record, stereoset_documents(record) if name.startswith("stereoset") else None, weight)
 
 
 def session_split(tasks: Sequence[Task], weights: dict[str, float] | None = None) -> AlphaSplit:
-    """The gate's own split of alpha over these tasks and their suites' pooled families; `weights`: the ini's
-    modelbench_gate_weights, by task key."""
-    keys = {task.key: None for task in tasks}
+    """The gate's own split of alpha over these tasks (their shipped YAML weights) and their suites' pooled families;
+    `weights`: the ini's modelbench_gate_weights, by task key."""
+    yaml_weights = {task.key: task.weight for task in tasks}
     metrics = {task.key: [m.name for m in task.baseline.metrics if poolable(m.binary, m.direction)] for task in tasks}
-    return GatePolicy(baselines_dir=Path("."), weights=weights or {}).alpha_split(keys, keys, metrics)
+    return GatePolicy(baselines_dir=Path("."), weights=weights or {}).alpha_split(yaml_weights, yaml_weights, metrics)
 
 
 def tolerance(task: Task, split: AlphaSplit) -> Tolerance:
@@ -365,14 +368,17 @@ def main() -> None:
         Row("crows_pairs_english: age and religion +10 points, all shipped suites", everything, crows_up, named),
         Row("every ARC and Bangla task −1 point, all shipped suites", everything,
             {t.name: Move(1.0) for t in arc + bangla}),
-        Row("every ARC and Bangla task −1 point, 5% of their answers changed, all shipped suites", everything,
-            {t.name: Move(1.0, discordance=0.05) for t in arc + bangla}),
-        Row("every ARC and Bangla task −½ point, 5% of their answers changed, all shipped suites", everything,
-            {t.name: Move(0.5, discordance=0.05) for t in arc + bangla}),
+        Row("every ARC and Bangla task −1 point, 6% of their answers changed (a light fine-tune), all shipped suites",
+            everything, {t.name: Move(1.0, discordance=0.06) for t in arc + bangla}),
+        Row("every ARC and Bangla task −½ point, 6% of their answers changed, all shipped suites", everything,
+            {t.name: Move(0.5, discordance=0.06) for t in arc + bangla}),
         Row("one ARC task −3 points, gated alone", arc[:1], {arc[0].name: Move(3.0)}),
         Row("one ARC task −3 points, all shipped suites", everything, {arc[0].name: Move(3.0)}),
-        Row("crows_pairs_english weighted 3 (modelbench_gate_weights): age and religion +10 points, all shipped "
-            "suites", everything, crows_up, named, weights={crows.key: 3.0}),
+        Row("CrowS-Pairs weighted 1 (modelbench_gate_weights, instead of their YAMLs' 3): crows_pairs_english age and "
+            "religion +10 points, all shipped suites", everything, crows_up, named,
+            weights={task.key: 1.0 for task in bias[:2]}),
+        Row("every ARC and Bangla task −1 point, 1.5% of their answers changed (int8 weights), all shipped suites",
+            everything, {t.name: Move(1.0, discordance=0.015) for t in arc + bangla}),
     ]
     chosen = [rows[int(i) - 1] for i in args.rows] if args.rows else rows
     print(f"{args.candidates} candidates per row, seed {args.seed}, discordance {DISCORDANCE}, acc/acc_norm "

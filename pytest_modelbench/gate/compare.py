@@ -38,7 +38,8 @@ Categories. A category holds the documents of that category; a group's subgroup 
 its tasks. A group metric that some tasks do not score is tested on the documents of those that do.
 Error control. The task's entries (every metric, overall and per category) are one family, tested with weighted
 Holm at alpha / tasks (`Tolerance.task_alpha`): the overall entries share half the weight, the categories the other
-half (the overall entries all of it when there are no categories); a rejected entry passes its weight on.
+half (the overall entries all of it when there are no categories), and within each share a derived metric's entry
+weighs DERIVED_WEIGHT against 1 for every other metric's; a rejected entry passes its weight on.
 Verdict. `statistics.judge`; the effective margin is the metric's `Margin` at the baseline value.
 """
 
@@ -52,7 +53,7 @@ import numpy as np
 
 from pytest_modelbench.gate.baseline import BaselineRecord, Tolerance
 from pytest_modelbench.gate.pooled import PoolingStats, poolable
-from pytest_modelbench.metrics.evidence import derived_metrics
+from pytest_modelbench.metrics.evidence import DERIVED_METRICS, derived_metrics
 from pytest_modelbench.metrics.registry import Direction
 from pytest_modelbench.gate.statistics import (
     Verdict,
@@ -70,6 +71,7 @@ from pytest_modelbench.gate.statistics import (
 N_RESAMPLES = 2000
 AGGREGATE_RESAMPLES = 200  # each resample calls the aggregate (Python, linear in documents) on both sides
 OVERALL_SHARE = 0.5  # of a task's Holm weight, for its overall entries when it has categories
+DERIVED_WEIGHT = 2.0  # of a derived metric's entry within its share, against 1 for each other metric's (holm_weights)
 POWER = 0.8  # of the reported smallest detectable regression (Entry.mde)
 
 # Worst first: the order of rows in every table.
@@ -348,7 +350,7 @@ def compare(
 
     margins = [tolerance.margin(t.metric).at(t.margin_at) for t in tested]
     p_values = [t.test.p_values(margin) for t, margin in zip(tested, margins)]
-    weights = holm_weights([t.category for t in tested])
+    weights = holm_weights([(t.metric, t.category) for t in tested])
     alpha = tolerance.task_alpha
     adjusted = holm_adjust([worse for worse, _ in p_values], weights) if tested else []
     entries: list[Entry] = []
@@ -391,18 +393,23 @@ def _as_column(values: np.ndarray) -> np.ndarray:
     return values if isinstance(values, np.ndarray) and values.dtype == object else np.asarray(values, dtype=float)
 
 
-def holm_weights(categories: Sequence[str | None]) -> list[float]:
-    """Weights of a task's entries (category None = an overall entry) for weighted Holm.
+def holm_weights(entries: Sequence[tuple[str, str | None]]) -> list[float]:
+    """Weights of a task's entries, (metric, category) with category None for an overall entry, for weighted Holm.
 
-    The overall entries share OVERALL_SHARE, the category entries the rest, equally within each; without categories
-    the overall entries share everything. The overall entries are the release question ("did the task regress?")
-    and are sure of half the task's level; the categories hold a share of their own, so that a regression hidden in
-    one or two categories can block even when the overall entry cannot see it.
+    The overall entries share OVERALL_SHARE, the category entries the rest; without categories the overall entries
+    share everything. The overall entries are the release question ("did the task regress?") and are sure of half
+    the task's level; the categories hold a share of their own, so that a regression hidden in one or two categories
+    can block even when the overall entry cannot see it. Within each share a derived metric's entry (metrics/
+    evidence.py: CrowS-Pairs' stereotype_preference) weighs DERIVED_WEIGHT and every other entry 1: it is the
+    paired continuous evidence of its inputs' question (pct_stereotype keeps only the sign of the same per-pair
+    gap), and on simulated and real fine-tunes it is the entry that names a biased category (docs/baseline-gate.md,
+    "Error rates").
     """
-    overall = sum(c is None for c in categories)
-    by_category = len(categories) - overall
+    raw = [DERIVED_WEIGHT if metric in DERIVED_METRICS else 1.0 for metric, _ in entries]
+    overall = sum(w for w, (_, c) in zip(raw, entries) if c is None)
+    by_category = sum(raw) - overall
     overall_share = OVERALL_SHARE if by_category and overall else 1.0 if overall else 0.0
     return [
-        overall_share / overall if c is None else (1.0 - overall_share) / by_category
-        for c in categories
+        w * (overall_share / overall if c is None else (1.0 - overall_share) / by_category)
+        for w, (_, c) in zip(raw, entries)
     ]

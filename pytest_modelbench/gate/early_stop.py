@@ -143,7 +143,7 @@ def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: 
     if not entries:
         return None
     alpha = comparison.tolerance.task_alpha
-    weights = holm_weights([e.category for e in entries])
+    weights = holm_weights([(e.metric, e.category) for e in entries])
     scored, total = comparison.n_documents, totals[None]
     ready = [e.n >= MIN_ENTRY_DOCUMENTS or e.n >= totals.get(e.category, 0) for e in entries]
     errors = steadied_standard_errors(entries)

@@ -108,9 +108,9 @@ def test_the_shipped_crows_task_resolves_the_preferences_margin_and_a_yaml_can_s
     assert every.margin("stereotype_preference") == Margin(absolute=0.1)
 
     text = CROWS.read_text(encoding="utf-8")
-    assert text.count("\nmodelbench:\n") == 1 and "  gate:" not in text  # a gate block is added below
+    assert text.count("\n  gate:\n") == 1  # its weight; a margin is added below
     yaml_path = tmp_path / "crows.yaml"
-    yaml_path.write_text(text.replace("\nmodelbench:\n", "\nmodelbench:\n  gate:\n    metrics:\n"
+    yaml_path.write_text(text.replace("\n  gate:\n", "\n  gate:\n    metrics:\n"
                                       "      stereotype_preference: {absolute_margin: 0.3}\n"), encoding="utf-8")
     assert resolve_tolerance(load_task_config(yaml_path), {}).margin("stereotype_preference") == \
         Margin(absolute=0.3, relative=0.05)

@@ -34,6 +34,9 @@ def test_bias_suite_configs():
     assert english.categories == CROWS_EN_CATEGORIES and english.category_field == "bias_type"
     assert english.masked_protocol == "pll_shared" and english.tag == ("crows_pairs",)
     assert french.dataset_name == "french" and french.categories == CROWS_EN_CATEGORIES + ("autre",)
+    # CrowS-Pairs, the suite's category-level evidence, holds 3 shares of the session's alpha; StereoSet 1
+    assert (english.gate.weight, french.gate.weight) == (3, 3)
+    assert {configs[name].gate.weight for name in ("stereoset_intrasentence", "stereoset_intersentence")} == {None}
     for name in ("stereoset_intrasentence", "stereoset_intersentence"):
         config = configs[name]
         assert (config.dataset_path, config.dataset_name, config.test_split) == (

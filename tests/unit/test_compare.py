@@ -77,9 +77,20 @@ def test_binary_regression_uses_mcnemar_and_weighted_holm_across_the_task():
 
 
 def test_holm_weights_split_between_overall_and_categories():
-    assert holm_weights([None, None]) == [0.5, 0.5]
-    assert holm_weights([None, "a", "b", None, "a", "b"]) == pytest.approx([0.25, 0.125, 0.125, 0.25, 0.125, 0.125])
-    assert holm_weights(["a", "b"]) == [0.5, 0.5]  # categories only (the overall entry could not be computed)
+    assert holm_weights([("acc", None), ("acc_norm", None)]) == [0.5, 0.5]
+    entries = [("acc", None), ("acc", "a"), ("acc", "b"), ("f1", None), ("f1", "a"), ("f1", "b")]
+    assert holm_weights(entries) == pytest.approx([0.25, 0.125, 0.125, 0.25, 0.125, 0.125])
+    # categories only (the overall entry could not be computed)
+    assert holm_weights([("acc", "a"), ("acc", "b")]) == [0.5, 0.5]
+
+
+def test_a_derived_metrics_entry_weighs_twice_each_other_entry_of_its_share():
+    entries = [(metric, category) for category in (None, "age", "religion")
+               for metric in ("pct_stereotype", "likelihood_diff", "stereotype_preference")]
+    weights = holm_weights(entries)
+    assert weights[:3] == pytest.approx([0.125, 0.125, 0.25])  # the overall half: 1 : 1 : 2
+    assert weights[3:] == pytest.approx([0.0625, 0.0625, 0.125] * 2)  # each category's quarter of the other half
+    assert sum(weights) == pytest.approx(1.0)
 
 
 def test_a_change_inside_the_margin_does_not_block_however_many_documents():
