@@ -6,7 +6,7 @@ import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from pytest_modelbench.errors import BackendError, DocumentError, RequestError, TaskConfigError
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
@@ -46,20 +46,26 @@ def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
     return TaskEvaluation(prepared, per_doc, _score(prepared, metrics, per_doc))
 
 
-def evaluate_in_blocks(prepared: PreparedTask, backend: Backend, blocks: Sequence[Sequence[int]],
-                       settled: Callable[[TaskEvaluation], bool]) -> TaskEvaluation:
-    """The task scored block by block (`blocks`: positions of its documents), stopping after the first block at
-    which `settled` says the evaluation so far decides the task (gate/early_stop.py). Each evaluation is of the
-    documents scored so far, in the task's order, scored as evaluate_task scores them; after the last block it is
-    the whole task's."""
-    parts: list[tuple[Sequence[int], TaskEvaluation]] = []
-    for number, block in enumerate(blocks):
-        subset = dataclasses.replace(prepared, documents=[prepared.documents[i] for i in block])
-        parts.append((block, evaluate_task(subset, backend)))
-        evaluation = _merged(prepared, parts)
-        if number < len(blocks) - 1 and settled(evaluation):
-            break
-    return evaluation
+class BlockScoring:
+    """A task scored block by block (`blocks`: positions of its documents; gate/early_stop.py), one block a call to
+    `score_next`. Each evaluation is of the documents scored so far, in the task's order, scored as evaluate_task
+    scores them; after the last block it is the whole task's."""
+
+    def __init__(self, prepared: PreparedTask, backend: Backend, blocks: Sequence[Sequence[int]]):
+        self.prepared = prepared
+        self.backend = backend
+        self.blocks = blocks
+        self._parts: list[tuple[Sequence[int], TaskEvaluation]] = []
+
+    @property
+    def blocks_left(self) -> int:
+        return len(self.blocks) - len(self._parts)
+
+    def score_next(self) -> TaskEvaluation:
+        block = self.blocks[len(self._parts)]
+        subset = dataclasses.replace(self.prepared, documents=[self.prepared.documents[i] for i in block])
+        self._parts.append((block, evaluate_task(subset, self.backend)))
+        return _merged(self.prepared, self._parts)
 
 
 def _merged(prepared: PreparedTask, parts: Sequence[tuple[Sequence[int], TaskEvaluation]]) -> TaskEvaluation:

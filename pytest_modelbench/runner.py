@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from pytest_modelbench.errors import ModelbenchError, ModelLoadError
-from pytest_modelbench.evaluation import TaskEvaluation, evaluate_in_blocks, evaluate_task
+from pytest_modelbench.evaluation import BlockScoring, TaskEvaluation, evaluate_task
 from pytest_modelbench.metrics.group_scores import GroupEvaluation, score_group
 from pytest_modelbench.scoring.backend import Backend
 from pytest_modelbench.scoring.custom_backend import BackendFactory
@@ -126,8 +126,8 @@ class BenchRunner:
         if early_stop is None:
             evaluation = evaluate_task(prepared, self.backend())
         else:
-            evaluation = evaluate_in_blocks(prepared, self.backend(), early_stop.blocks(len(prepared.documents)),
-                                            early_stop.settled)
+            blocks = early_stop.blocks(len(prepared.documents))
+            evaluation = early_stop.run(BlockScoring(prepared, self.backend(), blocks))
         self.evaluations[identity] = evaluation
         if len(evaluation.prepared.documents) < len(prepared.documents):
             return evaluation

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+from pytest_modelbench.gate.early_stop import settle_pooled
 from pytest_modelbench.gate.html_report import html_page
 from pytest_modelbench.gate.pooled import PooledEntry, PoolingStats, pooled_entries
 from pytest_modelbench.gate.report import STATUS_COMPARED, GateResult, markdown, pooled_lines, terminal_lines
@@ -39,12 +40,29 @@ class SessionDecision:
     # --snapshot-update: a regressed pooled entry is reported and does not fail (the update rewrites only the tasks
     # out of their own band, so it could never accept a drop spread inside every task's band)
     updating: bool = False
+    # --early-stop: why a suite's pooled entries could not be settled (a stopped task failed to score on); fails
+    pooled_problems: list[str] = field(default_factory=list)
 
     def pooled(self) -> list[PooledEntry]:
-        """The pooled entries of every suite with a pooled family and two or more compared tasks (gate/pooled.py)."""
+        """The pooled entries of every suite with a pooled family and two or more compared tasks (gate/pooled.py);
+        where --early-stop left documents unscored, as early_stop.settle_pooled settles them."""
+        return [entry for _, entries, _ in self._pooled_families() for entry in entries]
+
+    def unsettled_pooled(self) -> list[str]:
+        """The suites whose pooled entries --early-stop has not settled: their stopped tasks may score on."""
+        return [suite for suite, _, unsettled in self._pooled_families() if unsettled]
+
+    def replace_pooling(self, task: str, pooling: Sequence[PoolingStats]) -> None:
+        """A stopped task's pooling statistics after it scored on for its suite's pooled entries."""
+        for result in self.results:
+            if result.task == task:
+                result.pooling = [stats.as_json() for stats in pooling]
+
+    def _pooled_families(self) -> list[tuple[str, list[PooledEntry], list[str]]]:
+        """(suite, its pooled entries, the metrics of those left unsettled) for each suite with pooled entries."""
         if self.pooled_by_merge or self.score_only:
             return []
-        entries = []
+        families = []
         for suite, weight in sorted(self.pooled_weights.items()):
             compared = [r for r in self.results if r.status == STATUS_COMPARED and r.pooling
                         and r.task.split("/", 1)[0] == suite]
@@ -53,8 +71,10 @@ class SessionDecision:
             alpha = min(r.alpha for r in compared if r.alpha is not None)
             level = alpha * weight / compared[0].total_weight if self.error_control == "session" else alpha
             stats = {r.task: [PoolingStats.from_json(raw) for raw in r.pooling] for r in compared}
-            entries += pooled_entries(suite, stats, alpha=alpha, level=level)
-        return entries
+            entries, unsettled = settle_pooled(pooled_entries(suite, stats, alpha=alpha, level=level), stats)
+            if entries:
+                families.append((suite, entries, unsettled))
+        return families
 
     @property
     def pooled_regressed(self) -> bool:
@@ -88,7 +108,7 @@ class SessionDecision:
             pooled = self.pooled()
             lines += terminal_lines(self.results, custom_tests=len(self.custom_tests), pooled=pooled)
             lines += pooled_lines(pooled, by_merge=sorted(self.pooled_weights) if self.pooled_by_merge else [],
-                                  updating=self.updating)
+                                  updating=self.updating, problems=self.pooled_problems)
         lines += self._unused_lines(update)
         return f"modelbench gate (baseline '{self.baseline_name}')", lines
 

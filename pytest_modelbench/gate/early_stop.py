@@ -16,10 +16,18 @@ What settles a task at a look (`settle`), given the gate's own entries on the do
              can only miss a regression, never block a candidate, so it does not touch the false-block rate. Each
              entry reports the full run's verdict where the interval lies in one of its regions (inconclusive,
              pass, improved), else its verdict on the documents scored (inconclusive where that said regressed).
-             A task of a suite with pooled entries (gate/pooled.py) keeps its documents for them: its pooled
-             metrics' overall entries must also lie above minus the pooled margin (half its own), so a task that
-             could add to a drop spread over the suite is scored in full and the pooled entries see it.
+             For a mean of 0/1 values the full run can also regress only beyond `binary_regression_edge`.
+             Under EarlyStop's "task" (xdist workers, shards) a task of a suite with pooled entries keeps its
+             documents for them: its pooled metrics' overall entries must also lie above minus the pooled margin
+             (half its own), so a task that could add to a drop spread over the suite is scored in full.
 Otherwise the next block is scored; after the last block the task is judged as without early stopping.
+
+Pooled entries (EarlyStop's "suite": every task in one process). A task stops on its own verdict; at the session's
+end `settle_pooled` looks at its suite's pooled entries (gate/pooled.py) on what was scored, its tasks' statistics
+saying how many documents each left unscored (PoolingStats.unscored). `pooled_outlook` settles an entry as the
+task-level look does, for the pooled delta estimated task by task; while one is unsettled, the suite's stopped tasks
+(not regressed, blocks left) score their next block (`EarlyStop.resume`) and the gate looks again. An entry left
+unsettled reports its verdict on the documents scored, never regressed: an early stop misses, never adds, a block.
 
 Always-valid p-value. With S_t = −√t (delta + margin) / SE after t documents (the standardised sum of the paired
 differences' excess over −margin, positive on the worse side), the one-sided normal mixture (a half-normal mixing
@@ -27,11 +35,12 @@ distribution of scale ρ over the worse side)
     M_t = 2 (1 + tρ²)^(-1/2) exp(ρ²S_t² / (2(1 + tρ²))) Φ(ρS_t / √(1 + tρ²))
 is a nonnegative martingale at the margin (Robbins' mixture; the asymptotic confidence sequences of Waudby-Smith,
 Arbour, Sinha, Kennedy and Ramdas, 2021), so p = min(1, 1/M_t) is valid at any look (Ville's inequality); ρ² is
-tuned to be tightest at the entry's full document count. It is floored by the
-entry's fixed-sample p-value (McNemar's exact tail for 0/1 outcomes), which only makes it more conservative. Like the
-full run's normal approximation it is asymptotic; MIN_ENTRY_DOCUMENTS scored documents of an entry are needed
-before the entry can settle either way, and at a look each entry's standard error is steadied by a prior of
-PRIOR_DOCUMENTS documents at its metric's overall spread (`steadied_standard_errors`), never lowered.
+tuned to be tightest at the entry's full document count. It is floored by the entry's fixed-sample p-value
+(McNemar's exact tail for 0/1 outcomes), which only makes it more conservative. Like the full run's normal
+approximation it is asymptotic: an entry settles regressed only from MIN_ENTRY_DOCUMENTS scored documents of its own
+(or all of its category), not regressed from as many or half its category's, whichever is fewer; and at a look each
+entry's standard error is steadied by a prior of PRIOR_DOCUMENTS documents at its metric's overall spread
+(`steadied_standard_errors`), never lowered.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ import numpy as np
 
 from pytest_modelbench.gate.baseline import BaselineRecord, rebaseline_problem
 from pytest_modelbench.gate import pooled as pooled_module
+from pytest_modelbench.gate.pooled import PooledEntry, PoolingStats
 from pytest_modelbench.gate.compare import Entry, TaskComparison, compare, holm_weights
 from pytest_modelbench.gate.statistics import Verdict, holm_adjust
 
@@ -134,17 +144,17 @@ def restricted(baseline: BaselineRecord, keys: Sequence[str]) -> BaselineRecord:
 
 
 def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: int,
-           pooled: bool = False) -> Settlement | None:
+           pooled: bool = False, binary: frozenset[str] = frozenset()) -> Settlement | None:
     """The task's settlement at a look, or None to score on. `comparison`: the gate's on the documents scored so far;
     `totals`: each entry category's documents in the whole task; `looks`: the looks before the last block;
     `pooled`: the task's suite has pooled entries, whose documents it must keep unless it cannot add to a drop
-    they could see."""
+    they could see; `binary`: the metrics whose entries are means of 0/1 values per document."""
     entries = comparison.entries
     if not entries:
         return None
     alpha = comparison.tolerance.task_alpha
     weights = holm_weights([(e.metric, e.category) for e in entries])
-    scored, total = comparison.n_documents, totals[None]
+    total = totals[None]
     ready = [e.n >= MIN_ENTRY_DOCUMENTS or e.n >= totals.get(e.category, 0) for e in entries]
     errors = steadied_standard_errors(entries)
     anytime = [
@@ -160,16 +170,18 @@ def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: 
             else dataclasses.replace(e, verdict=Verdict.INCONCLUSIVE) if e.verdict is Verdict.REGRESSED else e
             for e, p in zip(entries, adjusted)
         ]
-        return Settlement(dataclasses.replace(comparison, entries=tuple(settled)), scored, total)
+        return Settlement(dataclasses.replace(comparison, entries=tuple(settled)), comparison.n_documents, total)
     pooling = {p.metric for p in comparison.pooling} if pooled else set()
     settled = []
-    for entry, se, ok in zip(entries, errors, ready):
+    for entry, se in zip(entries, errors):
+        entry_total = totals.get(entry.category, entry.n)
         floor = -POOLED_MARGIN_SHARE * entry.margin if entry.category is None and entry.metric in pooling else None
-        outlook = _full_run_outlook(entry, se, totals.get(entry.category, entry.n), alpha, looks, floor) if ok else None
+        outlook = (_full_run_outlook(entry, se, entry_total, alpha, looks, floor, entry.metric in binary)
+                   if entry.n >= min(MIN_ENTRY_DOCUMENTS, math.ceil(entry_total / 2)) else None)
         if outlook is None:
             return None
         settled.append(dataclasses.replace(entry, verdict=outlook))
-    return Settlement(dataclasses.replace(comparison, entries=tuple(settled)), scored, total)
+    return Settlement(dataclasses.replace(comparison, entries=tuple(settled)), comparison.n_documents, total)
 
 
 def steadied_standard_errors(entries: Sequence[Entry]) -> list[float]:
@@ -187,7 +199,7 @@ def steadied_standard_errors(entries: Sequence[Entry]) -> list[float]:
 
 
 def _full_run_outlook(entry: Entry, se: float, total: int, alpha: float, looks: int,
-                      floor: float | None) -> Verdict | None:
+                      floor: float | None, binary: bool = False) -> Verdict | None:
     """None when the full run might still find this entry regressed (or, with a `floor`, its full-run delta below
     it); else the verdict to report for it: the full run's when the documents scored so far settle it, else the
     verdict on them (never regressed).
@@ -195,7 +207,8 @@ def _full_run_outlook(entry: Entry, se: float, total: int, alpha: float, looks: 
     The full run's delta lies in delta ± z × SE × sqrt((N − t) / (N − 1)) (sampling without replacement, t of N
     documents scored) and its standard error is about SE × sqrt(t / N); its verdict regions (statistics.judge) are
     below −margin − z_α·SE (may regress), up to −margin + z_α·SE (inconclusive), up to margin + z_α·SE (pass),
-    above (improved)."""
+    above (improved). For a `binary` entry (a mean of 0/1 values) the full run can also regress only below
+    −`binary_regression_edge`: a delta that far out brings a standard error of its own."""
     not_regressed = Verdict.INCONCLUSIVE if entry.verdict is Verdict.REGRESSED else entry.verdict
     if entry.n >= total:
         return None if entry.verdict is Verdict.REGRESSED else entry.verdict
@@ -204,13 +217,24 @@ def _full_run_outlook(entry: Entry, se: float, total: int, alpha: float, looks: 
     t = entry.n
     half_width = NormalDist().inv_cdf(1 - DISAGREEMENT / (2 * max(looks, 1))) * se * math.sqrt((total - t) / (total - 1))
     low, high = entry.delta - half_width, entry.delta + half_width
-    z_se = NormalDist().inv_cdf(1 - alpha) * se * math.sqrt(t / total)
+    z = NormalDist().inv_cdf(1 - alpha)
+    z_se = z * se * math.sqrt(t / total)
     bounds = (-entry.margin - z_se, -entry.margin + z_se, entry.margin + z_se)
-    if low < bounds[0] or (floor is not None and low < floor):
+    may_regress = bounds[0] if not binary else min(bounds[0], -binary_regression_edge(entry.margin, z, total))
+    if low < may_regress or (floor is not None and low < floor):
         return None
     regions = (Verdict.INCONCLUSIVE, Verdict.PASS, Verdict.IMPROVED)
     region_of: Callable[[float], int] = lambda x: sum(x >= b for b in bounds[1:])
     return regions[region_of(low)] if region_of(low) == region_of(high) else not_regressed
+
+
+def binary_regression_edge(margin: float, z: float, total: int) -> float:
+    """The smallest drop x at which a mean of `total` 0/1 values per document can test as worse than −`margin`
+    at z: per-document differences d in {−1, 0, 1} have variance at least |mean d| − (mean d)², so a delta of −x
+    has a standard error of at least sqrt((x − x²) / total), and x − margin = z × that (the larger root)."""
+    k = z * z / total
+    b = 2 * margin + k
+    return (b + math.sqrt(max(0.0, b * b - 4 * (1 + k) * margin * margin))) / (2 * (1 + k))
 
 
 def look(baseline: BaselineRecord, candidate: BaselineRecord, looks: int, pooled: bool = False,
@@ -218,9 +242,77 @@ def look(baseline: BaselineRecord, candidate: BaselineRecord, looks: int, pooled
     """One look: the candidate's record of the documents scored so far (each of them one of the baseline's, the
     run comparable with it) compared with the baseline on those documents, at the candidate's tolerance, and
     settled (`settle`). `documents` and `aggregates`: what `compare` needs for metrics with their own aggregate."""
+    binary = frozenset(m.name for m in baseline.metrics if m.binary and m.name not in (aggregates or {}))
+    return settle(compared_so_far(baseline, candidate, documents, aggregates), entry_totals(baseline), looks, pooled,
+                  binary)
+
+
+def compared_so_far(baseline: BaselineRecord, candidate: BaselineRecord, documents: Sequence[Any] | None = None,
+                    aggregates: Mapping[str, Any] | None = None) -> TaskComparison:
+    """The gate's comparison on the documents scored so far (the candidate's), with its pooling statistics saying
+    how many of the task's documents are unscored."""
     comparison = compare(restricted(baseline, candidate.doc_keys), candidate, candidate.tolerance, documents,
                          aggregates)
-    return settle(comparison, entry_totals(baseline), looks, pooled)
+    unscored = len(baseline.doc_keys) - comparison.n_documents
+    return dataclasses.replace(comparison, pooling=tuple(dataclasses.replace(p, unscored=unscored)
+                                                         for p in comparison.pooling))
+
+
+def pooled_outlook(members: Sequence[PoolingStats], level: float, on_scored: Verdict) -> Verdict | None:
+    """A pooled entry's verdict when some of its tasks left documents unscored: None while the full run might still
+    find it regressed, else the full run's verdict where the documents scored settle it, else `on_scored` (its
+    verdict on them, never regressed). `members`: each pooled task's statistics of the entry's metric; `level`: the
+    pooled family's.
+
+    The full run's pooled delta is the tasks' full-run deltas weighted by their documents; each is estimated from the
+    task's scored documents (a sample without replacement of its own, so stratified by task), its variance steadied
+    by PRIOR_DOCUMENTS documents at the pooled spread. The interval's level, DISAGREEMENT over at most BLOCKS looks,
+    bounds how often the full run would have blocked an entry settled here. The region the full run blocks is taken
+    at the family's whole level and without McNemar's floor: both only widen it."""
+    scored = np.array([s.n for s in members], dtype=float)
+    totals = scored + np.array([s.unscored for s in members], dtype=float)
+    sums = np.array([s.delta_sum for s in members])
+    squares = np.array([s.delta_square_sum for s in members])
+    means = sums / scored
+    own = np.where(scored > 1, (squares - scored * means ** 2) / np.maximum(scored - 1, 1), 0.0)
+    everything = scored.sum()
+    spread = max(0.0, (squares.sum() - sums.sum() ** 2 / everything) / max(everything - 1, 1))
+    variances = (scored * np.maximum(own, 0.0) + PRIOR_DOCUMENTS * spread) / (scored + PRIOR_DOCUMENTS)
+    weights = totals / totals.sum()
+    delta = float(weights @ means)
+    unknown = float(np.sum(weights ** 2 * variances / scored * (totals - scored) / np.maximum(totals - 1, 1)))
+    full_se = math.sqrt(max(0.0, float(weights @ (variances + means ** 2)) - delta ** 2) / totals.sum())
+    margin = POOLED_MARGIN_SHARE * float(weights @ np.array([s.margin for s in members]))
+    half_width = NormalDist().inv_cdf(1 - DISAGREEMENT / BLOCKS) * math.sqrt(unknown)
+    z_se = NormalDist().inv_cdf(1 - level) * full_se
+    bounds = (-margin - z_se, -margin + z_se, margin + z_se)
+    low, high = delta - half_width, delta + half_width
+    if low < bounds[0]:
+        return None
+    region_of: Callable[[float], int] = lambda x: sum(x >= b for b in bounds[1:])
+    regions = (Verdict.INCONCLUSIVE, Verdict.PASS, Verdict.IMPROVED)
+    if region_of(low) == region_of(high):
+        return regions[region_of(low)]
+    return Verdict.INCONCLUSIVE if on_scored is Verdict.REGRESSED else on_scored
+
+
+def settle_pooled(entries: Sequence[PooledEntry], stats_by_task: Mapping[str, Sequence[PoolingStats]]
+                  ) -> tuple[list[PooledEntry], list[str]]:
+    """(the pooled entries, each with unscored documents given the verdict `pooled_outlook` settles it at, or while
+    unsettled its verdict on the documents scored, never regressed; the metrics of those unsettled). An early stop
+    can miss a regression, never add a block: what scoring a stopped task's next block is for (EarlyStop.resume)."""
+    settled, unsettled = [], []
+    for entry in entries:
+        if not entry.unscored:
+            settled.append(entry)
+            continue
+        members = [s for task in entry.tasks for s in stats_by_task[task] if s.metric == entry.metric]
+        verdict = pooled_outlook(members, entry.level, entry.verdict)
+        if verdict is None:
+            unsettled.append(entry.metric)
+            verdict = Verdict.INCONCLUSIVE if entry.verdict is Verdict.REGRESSED else entry.verdict
+        settled.append(dataclasses.replace(entry, verdict=verdict))
+    return settled, unsettled
 
 
 class EarlyStop:
@@ -228,10 +320,13 @@ class EarlyStop:
 
     `candidate_record` builds the candidate's record from an evaluation of the documents scored so far (the gate's
     own, judge.py). A look that finds the run not comparable with the baseline (other settings, other documents)
-    settles nothing: the task is scored in full and the gate then reports why."""
+    settles nothing: the task is scored in full and the gate then reports why. `pooled`: how a task of a suite with
+    pooled entries keeps documents for them: "task" (its own look must see it cannot add to a drop spread over the
+    suite), "suite" (it stops on its own verdict; its remaining blocks are scored later by `resume` while its suite's
+    pooled entries are unsettled: the run's tasks must all be in one process), None (no pooled entries)."""
 
     def __init__(self, task_key: str, baseline: BaselineRecord, candidate_record: Callable[[Any], BaselineRecord],
-                 pooled: bool = False):
+                 pooled: str | None = None):
         self.task_key = task_key
         self.pooled = pooled
         self.baseline = baseline
@@ -239,11 +334,35 @@ class EarlyStop:
         self.settlement: Settlement | None = None
         self._looks = 0
         self._comparable = True
+        self._scoring: Any = None
 
     def blocks(self, n: int) -> list[np.ndarray]:
         blocks = scoring_blocks(n, self.task_key)
         self._looks = len(blocks) - 1
         return blocks
+
+    def run(self, scoring: Any) -> Any:
+        """The task's evaluation, scored by `scoring` (evaluation.BlockScoring over `blocks`) up to the block that
+        settles it."""
+        self._scoring = scoring
+        while True:
+            evaluation = scoring.score_next()
+            if not scoring.blocks_left or self.settled(evaluation):
+                return evaluation
+
+    @property
+    def resumable(self) -> bool:
+        """Whether `resume` can score more for the suite's pooled entries: the task stopped as unable to regress,
+        with blocks left, its suite looking at its pooled entries as a whole."""
+        return (self.pooled == "suite" and self.settlement is not None and self._scoring is not None
+                and self._scoring.blocks_left > 0 and self.settlement.verdict is not Verdict.REGRESSED)
+
+    def resume(self) -> tuple[PoolingStats, ...]:
+        """Score the task's next block; its pooling statistics on every document scored so far. The task's own
+        verdict stays its settlement's."""
+        evaluation = self._scoring.score_next()
+        return compared_so_far(self.baseline, self.candidate_record(evaluation), evaluation.prepared.documents,
+                               _aggregates(evaluation)).pooling
 
     def settled(self, evaluation: Any) -> bool:
         if not self._comparable:
@@ -257,7 +376,10 @@ class EarlyStop:
         if rebaseline_problem(baseline, candidate) is not None:
             self._comparable = False
             return False
-        aggregates = {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
-        self.settlement = look(self.baseline, candidate, self._looks, self.pooled, evaluation.prepared.documents,
-                               aggregates)
+        self.settlement = look(self.baseline, candidate, self._looks, self.pooled == "task",
+                               evaluation.prepared.documents, _aggregates(evaluation))
         return self.settlement is not None
+
+
+def _aggregates(evaluation: Any) -> dict[str, Any]:
+    return {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}

@@ -211,16 +211,18 @@ def candidate_record(identity: TaskId, evaluation: Any, runner: Any, *, policy: 
 
 
 def early_stop_for(identity: TaskId, runner: Any, *, policy: GatePolicy, store: BaselineStore,
-                   split: AlphaSplit) -> EarlyStop | None:
+                   split: AlphaSplit, one_process: bool) -> EarlyStop | None:
     """The task's early stopping (--early-stop, gate/early_stop.py) against its stored baseline; None when there is
-    no readable baseline to look at: the task is then scored in full and its judgement says what is wrong."""
+    no readable baseline to look at: the task is then scored in full and its judgement says what is wrong.
+    `one_process`: every task of the session runs here (no xdist worker, no shard), so a task of a suite with pooled
+    entries may stop on its own verdict and score on later for them (EarlyStop's "suite")."""
     stored_text, _ = store.read(store.path(identity))
     baseline = parse_or_problem(stored_text)[0] if stored_text is not None else None
     if baseline is None:
         return None
     return EarlyStop(identity.key, baseline,
                      lambda evaluation: candidate_record(identity, evaluation, runner, policy=policy, split=split),
-                     pooled=identity.suite in split.pooled)
+                     pooled=None if identity.suite not in split.pooled else "suite" if one_process else "task")
 
 
 def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePolicy, store: BaselineStore,

@@ -62,6 +62,7 @@ class PoolingStats:
     lost: int  # good for the baseline, bad for the candidate
     gained: int
     margin: float  # the task's own margin of the entry
+    unscored: int = 0  # the task's documents left unscored (--early-stop; gate/early_stop.py, "Pooled entries")
 
     @classmethod
     def of(cls, metric: str, baseline: np.ndarray, candidate: np.ndarray, direction: str,
@@ -96,6 +97,7 @@ class PooledEntry:
     mde: float
     level: float  # the family's level: alpha × weight / total weight
     verdict: Verdict
+    unscored: int = 0  # the pooled tasks' documents left unscored (--early-stop): the verdict is the full run's
 
     def as_json(self) -> dict[str, Any]:
         return {**asdict(self), "tasks": list(self.tasks), "verdict": self.verdict.value}
@@ -134,7 +136,7 @@ def pooled_entries(suite: str, stats_by_task: Mapping[str, Sequence[PoolingStats
             suite=suite, metric=metric, tasks=tuple(task for task, _ in members), n=n,
             baseline=sum(s.baseline_sum for _, s in members) / n, candidate=sum(s.candidate_sum for _, s in members) / n,
             delta=delta, margin=margin, standard_error=se, p_value=judgement.p_value, mde=mde, level=level,
-            verdict=judgement.verdict,
+            verdict=judgement.verdict, unscored=sum(s.unscored for _, s in members),
         ))
     return entries
 

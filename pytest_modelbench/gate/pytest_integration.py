@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import pytest
 
 from pytest_modelbench import cli_options
-from pytest_modelbench.errors import BaselineError
+from pytest_modelbench.errors import BaselineError, ModelbenchError
 from pytest_modelbench.gate import pooled
 from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL_UNUSED, SessionDecision
@@ -122,7 +122,8 @@ def early_stop(item: pytest.Item, runner: Any) -> EarlyStop | None:
     if session is None or not session.policy.early_stop or hasattr(item, "group"):
         return None
     return early_stop_for(item.task_id, runner, policy=session.policy, store=session.store,  # type: ignore[attr-defined]
-                          split=session.alpha_split)
+                          split=session.alpha_split,
+                          one_process=not hasattr(item.config, "workerinput") and not session.decision.pooled_by_merge)
 
 
 def check_item(item: pytest.Item, evaluation: Any, runner: Any, stopping: EarlyStop | None = None) -> None:
@@ -199,6 +200,8 @@ class GateSession:
         self.suite_dirs: set[Path] = set()
         self.collected: set[str] = set()  # the keys of every gated item collected, deselected ones too
         self.split: AlphaSplit | None = None  # made when collection finishes, or by --shard before it splits
+        # --early-stop: the stopped tasks of suites with pooled entries, by key, which may score on for them
+        self.stopped: dict[str, EarlyStop] = {}
         self.decision = SessionDecision(self.policy.baseline_name, score_only=self.policy.score_only,
                                         display=self.store.display, error_control=self.policy.error_control,
                                         updating=self.policy.writes)
@@ -248,6 +251,8 @@ class GateSession:
             rescore=self._rescore(item, evaluation, runner) if self.policy.noise_floor else None,
         )
         self._record(item, judgement.result)
+        if stopping is not None and stopping.resumable:
+            self.stopped[item.task_id.key] = stopping  # type: ignore[attr-defined]
         if judgement.warning is not None:
             # attributed to the task's YAML, not to this line: the margins to look at are the task's
             warnings.warn_explicit(NoiseFloorWarning(judgement.warning), NoiseFloorWarning, str(item.path), 1)
@@ -341,12 +346,32 @@ class GateSession:
                 decision.deleted.append(path)
         elif decision.fails_on_unused(update=self.policy.update, warn_unused=self.warn_unused):
             session.exitstatus = int(session.exitstatus) | EXIT_STATUS_FAIL_UNUSED
+        self._settle_pooled(session)
         if decision.pooled_regressed:
             session.exitstatus = int(session.exitstatus) | pytest.ExitCode.TESTS_FAILED
         decision.write_reports(
             md_report=self.md_report, html_report=self.html_report,
             write=lambda option, path, text: cli_options.write_output(session, option, path, text),
         )
+
+    def _settle_pooled(self, session: pytest.Session) -> None:
+        """--early-stop: while a suite's pooled entries are unsettled, each of its stopped tasks scores its next
+        block (gate/early_stop.py, "Pooled entries"). A scoring error fails the session: the entries stay unsettled."""
+        while True:
+            suites = set(self.decision.unsettled_pooled())
+            scoring = [(key, stop) for key, stop in sorted(self.stopped.items())
+                       if key.split("/", 1)[0] in suites and stop.resumable]
+            if not scoring:
+                return
+            for key, stop in scoring:
+                try:
+                    self.decision.replace_pooling(key, stop.resume())
+                except ModelbenchError as exc:
+                    self.decision.pooled_problems.append(f"{key}: could not score on for its suite's pooled "
+                                                         f"entries: {exc}")
+                    session.exitstatus = int(session.exitstatus) | pytest.ExitCode.TESTS_FAILED
+                    self.stopped.clear()
+                    return
 
     @pytest.hookimpl(trylast=True)  # after the scores and syrupy's snapshot summary
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -480,25 +480,35 @@ POOLED_NOTE = (
     "tasks' own: it sees a drop spread over every task, each inside its margin; level = its share of the run's alpha"
 )
 
+POOLED_EARLY_STOP_NOTE = (
+    "n 'k of N': --early-stop scored k of the pooled tasks' N documents; the verdict is the full run's where they "
+    "settle it, else theirs and never regressed (an early stop can miss a regression, never add a block)"
+)
+
 
 def pooled_rows(entries: Sequence[PooledEntry]) -> list[tuple[str, ...]]:
     return [
-        (e.suite, e.metric, str(len(e.tasks)), str(e.n), format_number(e.baseline), format_number(e.candidate),
+        (e.suite, e.metric, str(len(e.tasks)), f"{e.n:,} of {e.n + e.unscored:,}" if e.unscored else str(e.n),
+         format_number(e.baseline), format_number(e.candidate),
          format_delta(e.delta), format_number(e.margin), format_p(e.p_value), format_number(e.mde),
          f"{e.level:.3g}", e.verdict.value)
         for e in entries
     ]
 
 
-def pooled_lines(entries: Sequence[PooledEntry], by_merge: Sequence[str] = (), updating: bool = False) -> list[str]:
+def pooled_lines(entries: Sequence[PooledEntry], by_merge: Sequence[str] = (), updating: bool = False,
+                 problems: Sequence[str] = ()) -> list[str]:
     """The summary's lines for the suites' pooled entries; `by_merge`: suites whose pooled entries this shard leaves
-    to the merge; `updating`: --snapshot-update, under which a regressed pooled entry does not fail."""
+    to the merge; `updating`: --snapshot-update, under which a regressed pooled entry does not fail; `problems`:
+    why --early-stop could not settle a suite's pooled entries (the session fails)."""
     lines = []
     if by_merge:
         lines += ["", f"pooled entries of {', '.join(by_merge)}: judged when the shards' run records are merged "
                       "(python -m pytest_modelbench merge)"]
     if entries:
         lines += ["", *format_table(POOLED_HEADER, pooled_rows(entries)), POOLED_NOTE]
+        if any(e.unscored for e in entries):
+            lines.append(POOLED_EARLY_STOP_NOTE)
         regressed = [e for e in entries if e.verdict is Verdict.REGRESSED]
         named = f"{len(regressed)} pooled entr{'y' if len(regressed) == 1 else 'ies'} regressed " \
                 f"({', '.join(f'{e.suite} {e.metric}' for e in regressed)})"
@@ -509,6 +519,7 @@ def pooled_lines(entries: Sequence[PooledEntry], by_merge: Sequence[str] = (), u
                          "again")
         elif regressed:
             lines.append(f"the gate fails: {named}")
+    lines += [f"the gate fails: {problem}" for problem in problems]
     return lines
 
 

@@ -72,3 +72,44 @@ def test_early_stop_refuses_to_record_or_to_run_without_a_gate(quiz, other):
                          other, "suites/quiz")
     assert run.ret == pytest.ExitCode.USAGE_ERROR
     run.stderr.fnmatch_lines([f"*--early-stop scores part of each task and cannot go with {other}*"])
+
+
+POOLED_TASKS = ("quiz_a", "quiz_b", "quiz_c")
+
+
+@pytest.mark.parametrize("candidate, pooled_verdict, resumed", [
+    ("skill-597", "inconclusive", False),  # about 0.4 points worse: the pooled entry settles on part of the suite
+    ("skill-592", "regressed", True),  # about 0.8 points worse, each task inside its margin: a diffuse drop
+])
+def test_stopped_tasks_score_on_until_their_suites_pooled_entry_is_settled(pytester, monkeypatch, candidate,
+                                                                           pooled_verdict, resumed):
+    """In one process a task of a suite with pooled entries stops on its own verdict; while the pooled entry could
+    still be found regressed by the full run, its stopped tasks score their next blocks (gate/early_stop.py)."""
+    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
+    monkeypatch.setenv("SKILLED_SCORED", str(pytester.path / "scored.txt"))
+    write_quiz(pytester.path, POOLED_TASKS, DOCUMENTS)
+    pytester.runpytest("-p", "no:cacheprovider", "--backend=skilled:make", "--model=skill-600", "--no-cache",
+                       "suites/quiz", "--snapshot-update").assert_outcomes(passed=3)
+    results = pytester.path / "results.json"
+
+    def run(*args):
+        (pytester.path / "scored.txt").unlink(missing_ok=True)
+        outcome = pytester.runpytest("-p", "no:cacheprovider", "--backend=skilled:make", f"--model={candidate}",
+                                     "--no-cache", f"--results-json={results}", "suites/quiz", *args)
+        requests = sum(int(line) for line in (pytester.path / "scored.txt").read_text().split())
+        return outcome, json.loads(results.read_text()), requests // 2
+
+    full, full_document, _ = run()
+    early, document, scored = run("--early-stop")
+    [full_pooled], [pooled] = full_document["pooled"], document["pooled"]
+    assert pooled["verdict"] == full_pooled["verdict"] == pooled_verdict and early.ret == full.ret
+    stops = sum(outcome["n_documents"] for outcome in document["gate"].values())
+    assert all("stopped early (cannot regress)" in outcome["note"] for outcome in document["gate"].values())
+    assert pooled["n"] + pooled["unscored"] == 3 * DOCUMENTS and pooled["n"] == scored
+    if resumed:  # scored on past the tasks' own stops, to every document
+        assert stops < scored == 3 * DOCUMENTS and pooled["unscored"] == 0
+        early.stdout.fnmatch_lines(["*the gate fails: 1 pooled entry regressed (quiz acc)*"])
+    else:
+        assert scored <= DOCUMENTS and pooled["unscored"] > 0
+        early.stdout.fnmatch_lines([f"*quiz*acc*3*{scored:,} of {3 * DOCUMENTS:,}*{pooled_verdict}*",
+                                    "n 'k of N': --early-stop scored k of the pooled tasks' N documents*"])
