@@ -5,19 +5,23 @@
 Every candidate is judged twice through the gate's own code, on the shipped suites' shapes of
 benchmarks/gate_error_rates.py (its baselines, candidates and split of alpha): once on all documents (`compare`, as
 without --early-stop), once as --early-stop runs it (gate/early_stop.py: the task's seeded order, its blocks, `settle`
-after each block but the last). A document's score does not depend on which others are scored with it, so replaying
-the looks on the candidate's full values is what the run would do. Printed per row: the share of the rows' documents
-scored; how often the release decision (blocked or not) was the full run's; how often the same task items were
-blocked; how often the same suites' pooled entries were; the share of tasks whose verdict (pass, inconclusive,
-improved, regressed) was the full run's; and the share of candidates the full run blocked. Rows: clear passes (the baseline's own answers; a candidate that changes 3% of its
-0/1 answers, nothing worse; CrowS-Pairs gaps moved a fifth as much as a fine-tune's), equal quality (15% of answers
-changed; CrowS-Pairs gaps moved as a fine-tune's), and regressions (clear: every accuracy task −10 points, or one
-ARC task; less clear: every accuracy task −3 points or at its margin, CrowS-Pairs 3 margins worse in every entry,
-or English +10 points of stereotype share in two categories). StereoSet is left to the real checkpoints (docs/benchmarks.md): its aggregates'
-bootstrap at every look makes 400 simulated candidates take hours.
+after each block but the last; then, as the session does in one process, the pooled looks of each suite with a task
+stopped early, on the same first share of every task, until `settle_pooled` settles them). A document's score does
+not depend on which others are scored with it, so replaying the looks on the candidate's full values is what the run
+would do. Printed per row: the share of the rows' documents scored; how often the release decision (blocked or not)
+was the full run's; how often the same task items were blocked; how often the same suites' pooled entries were; the
+share of tasks whose verdict (pass, inconclusive, improved, regressed) was the full run's; and the share of candidates
+the full run blocked. Rows: clear passes (the baseline's own answers; a candidate that changes 3% of its 0/1 answers,
+nothing worse; CrowS-Pairs gaps moved a fifth as much as a fine-tune's), equal quality (15% of answers changed;
+CrowS-Pairs gaps moved as a fine-tune's), and regressions (clear: every accuracy task −10 points, or one ARC task;
+less clear: every accuracy task −3 points or at its margin, CrowS-Pairs 3 margins worse in every entry, or English
++10 points of stereotype share in two categories), then the pooled entries' rows (none; tasks keeping their own
+documents, as under xdist or --shard; every task at its margin or half of it with 6% of answers changed). StereoSet
+is left to the real checkpoints (docs/benchmarks.md): its aggregates' bootstrap at every look makes 400 simulated
+candidates take hours.
 
-Time: the six accuracy rows take about 15 minutes at 400 candidates on an idle core, each CrowS-Pairs row about
-10 minutes.
+Time at 400 candidates on an idle core: the eleven accuracy rows about 12 minutes, each CrowS-Pairs row about
+5 minutes.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ class Judged:
     full: TaskComparison
     early: TaskComparison
     scored: int  # documents --early-stop scored
-    rest: list  # its blocks not scored that the suite's pooled entries may still ask for
+    regressed_stop: bool  # stopped early as regressed: it scores no more for its suite's pooled entries
 
 
 def judged(task: sim.Task, candidate, tolerance, pooled: str | None) -> Judged:
@@ -67,14 +71,13 @@ def judged(task: sim.Task, candidate, tolerance, pooled: str | None) -> Judged:
     blocks = early_stop.scoring_blocks(n, task.key)
     candidate = replace(candidate, tolerance=tolerance)
     scored = np.array([], dtype=int)
-    for number, block in enumerate(blocks[:-1]):
+    for block in blocks[:-1]:
         scored = np.concatenate([scored, block])
         settlement = early_stop.look(task.baseline, scored_part(task, candidate, scored), len(blocks) - 1,
                                      pooled == "task", documents_of(task, scored))
         if settlement is not None:
-            rest = blocks[number + 1:] if pooled == "suite" and settlement.verdict is not Verdict.REGRESSED else []
-            return Judged(full, settlement.comparison, len(scored), rest)
-    return Judged(full, full, n, [])
+            return Judged(full, settlement.comparison, len(scored), settlement.verdict is Verdict.REGRESSED)
+    return Judged(full, full, n, False)
 
 
 def scored_part(task: sim.Task, candidate, scored: np.ndarray):
@@ -106,7 +109,8 @@ def pooled_of(comparisons: dict[str, TaskComparison], suites: dict[str, str], sp
     for suite, weight in split.pooled.items():
         stats = pooling.get(suite, {})
         settled, open_ = early_stop.settle_pooled(
-            pooled_entries(suite, stats, alpha=0.05, level=0.05 * weight / split.total_weight), stats)
+            pooled_entries(suite, stats, alpha=0.05, level=0.05 * weight / split.total_weight), stats,
+            {name for name in stats if comparisons[name].regressed})
         entries += settled
         if open_:
             unsettled.append(suite)
@@ -120,23 +124,29 @@ def blocks_of(comparisons: dict[str, TaskComparison], suites: dict[str, str], sp
 
 def resumed(tasks: Sequence[sim.Task], candidates: dict, tolerances: dict, judgements: dict[str, Judged],
             suites: dict[str, str], split) -> dict[str, TaskComparison]:
-    """The early comparisons once the suites' pooled entries are settled: while one is unsettled, every stopped task
-    of its suite with blocks left scores its next one (as the session does at its end, gate/pytest_integration.py)."""
+    """The early comparisons once the suites' pooled entries are settled, as the session settles them at its end
+    (gate/pytest_integration.py): a suite with a task stopped early looks at the same first share of every task's
+    blocks, one more share a look, the stopped tasks scoring on to it, until its pooled entries are settled."""
     early = {name: j.early for name, j in judgements.items()}
-    while True:
-        open_suites = set(pooled_of(early, suites, split)[1])
-        waiting = [t for t in tasks if suites[t.name] in open_suites and judgements[t.name].rest]
-        if not waiting:
-            return early
-        for task in waiting:
-            j = judgements[task.name]
-            scored = np.concatenate([early_stop.scoring_order(len(task.baseline.doc_keys), task.key)[:j.scored],
-                                     j.rest.pop(0)])
-            j.scored = len(scored)
-            candidate = replace(candidates[task.name], tolerance=tolerances[task.name])
-            pooling = early_stop.compared_so_far(task.baseline, scored_part(task, candidate, scored),
-                                                 documents_of(task, scored)).pooling
-            early[task.name] = replace(early[task.name], pooling=pooling)
+    for suite in split.pooled:
+        members = [t for t in tasks if suites[t.name] == suite]
+        if all(judgements[t.name].scored == len(t.baseline.doc_keys) for t in members):
+            continue
+        for look in range(1, early_stop.BLOCKS + 1):
+            for task in members:
+                j = judgements[task.name]
+                blocks = early_stop.scoring_blocks(len(task.baseline.doc_keys), task.key)
+                seen = np.concatenate(blocks[:early_stop.pooled_look_blocks(look, len(blocks))])
+                if j.regressed_stop and len(seen) > j.scored:
+                    continue  # a task stopped regressed scores no more
+                j.scored = max(j.scored, len(seen))
+                candidate = replace(candidates[task.name], tolerance=tolerances[task.name])
+                pooling = early_stop.compared_so_far(task.baseline, scored_part(task, candidate, seen),
+                                                     documents_of(task, seen)).pooling
+                early[task.name] = replace(early[task.name], pooling=pooling)
+            if suite not in pooled_of(early, suites, split)[1]:
+                break
+    return early
 
 
 def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
@@ -159,7 +169,8 @@ def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
                                             row.pooled_mode if task.suite in split.pooled else None)
                           for task in row.tasks}
             full = {name: j.full for name, j in judgements.items()}
-            early = resumed(row.tasks, drawn, tolerances, judgements, suites, split)
+            early = (resumed(row.tasks, drawn, tolerances, judgements, suites, split) if row.pooled_mode == "suite"
+                     else {name: j.early for name, j in judgements.items()})
             scored += sum(j.scored for j in judgements.values())
             full_blocks, early_blocks = blocks_of(full, suites, split), blocks_of(early, suites, split)
             same_release += full_blocks.release == early_blocks.release

@@ -71,7 +71,9 @@ class SessionDecision:
             alpha = min(r.alpha for r in compared if r.alpha is not None)
             level = alpha * weight / compared[0].total_weight if self.error_control == "session" else alpha
             stats = {r.task: [PoolingStats.from_json(raw) for raw in r.pooling] for r in compared}
-            entries, unsettled = settle_pooled(pooled_entries(suite, stats, alpha=alpha, level=level), stats)
+            regressed = {r.task for r in compared if r.verdict == Verdict.REGRESSED.value}
+            entries, unsettled = settle_pooled(pooled_entries(suite, stats, alpha=alpha, level=level), stats,
+                                               regressed)
             if entries:
                 families.append((suite, entries, unsettled))
         return families

@@ -22,12 +22,14 @@ What settles a task at a look (`settle`), given the gate's own entries on the do
              (half its own), so a task that could add to a drop spread over the suite is scored in full.
 Otherwise the next block is scored; after the last block the task is judged as without early stopping.
 
-Pooled entries (EarlyStop's "suite": every task in one process). A task stops on its own verdict; at the session's
-end `settle_pooled` looks at its suite's pooled entries (gate/pooled.py) on what was scored, its tasks' statistics
-saying how many documents each left unscored (PoolingStats.unscored). `pooled_outlook` settles an entry as the
-task-level look does, for the pooled delta estimated task by task; while one is unsettled, the suite's stopped tasks
-(not regressed, blocks left) score their next block (`EarlyStop.resume`) and the gate looks again. An entry left
-unsettled reports its verdict on the documents scored, never regressed: an early stop misses, never adds, a block.
+Pooled entries (EarlyStop's "suite": every task in one process). A task stops on its own verdict. Where that
+leaves a suite's pooled entries (gate/pooled.py) open, the session looks at them on the same first share of every
+task's blocks (`pooled_look_blocks`: look k sees k/BLOCKS of each), scoring on the tasks that stopped before it
+(`EarlyStop.pooling_at`), one more share a look until `settle_pooled` settles them. The share is fixed in advance,
+not each task's own stop: a task stops where its documents look good, so pooling every task at its own stop would
+lean to the better side. `pooled_outlook` then settles an entry as a task's look does, for the pooled delta
+estimated task by task (each task's share a sample without replacement of its own). An entry left unsettled (one of
+its tasks stopped regressed) reports its verdict on the documents seen, regressed only where a task is.
 
 Always-valid p-value. With S_t = −√t (delta + margin) / SE after t documents (the standardised sum of the paired
 differences' excess over −margin, positive on the worse side), the one-sided normal mixture (a half-normal mixing
@@ -48,9 +50,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -173,10 +176,13 @@ def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: 
         return Settlement(dataclasses.replace(comparison, entries=tuple(settled)), comparison.n_documents, total)
     pooling = {p.metric for p in comparison.pooling} if pooled else set()
     settled = []
-    for entry, se in zip(entries, errors):
+    for entry, se, weight in zip(entries, errors, weights):
         entry_total = totals.get(entry.category, entry.n)
         floor = -POOLED_MARGIN_SHARE * entry.margin if entry.category is None and entry.metric in pooling else None
-        outlook = (_full_run_outlook(entry, se, entry_total, alpha, looks, floor, entry.metric in binary)
+        # Holm rejects nothing unless some entry's p-value is below its first-step level: no entry can regress
+        # while none can reach it.
+        first_step = alpha * weight / sum(weights)
+        outlook = (_full_run_outlook(entry, se, entry_total, alpha, first_step, looks, floor, entry.metric in binary)
                    if entry.n >= min(MIN_ENTRY_DOCUMENTS, math.ceil(entry_total / 2)) else None)
         if outlook is None:
             return None
@@ -198,33 +204,38 @@ def steadied_standard_errors(entries: Sequence[Entry]) -> list[float]:
     return errors
 
 
-def _full_run_outlook(entry: Entry, se: float, total: int, alpha: float, looks: int,
+def _full_run_outlook(entry: Entry, se: float, total: int, alpha: float, first_step: float, looks: int,
                       floor: float | None, binary: bool = False) -> Verdict | None:
     """None when the full run might still find this entry regressed (or, with a `floor`, its full-run delta below
     it); else the verdict to report for it: the full run's when the documents scored so far settle it, else the
     verdict on them (never regressed).
 
-    The full run's delta lies in delta ± z × SE × sqrt((N − t) / (N − 1)) (sampling without replacement, t of N
-    documents scored) and its standard error is about SE × sqrt(t / N); its verdict regions (statistics.judge) are
-    below −margin − z_α·SE (may regress), up to −margin + z_α·SE (inconclusive), up to margin + z_α·SE (pass),
-    above (improved). For a `binary` entry (a mean of 0/1 values) the full run can also regress only below
-    −`binary_regression_edge`: a delta that far out brings a standard error of its own."""
+    The full run's delta lies above delta − z × SE × sqrt((N − t) / (N − 1)) (sampling without replacement, t of N
+    documents scored; z one-sided at DISAGREEMENT over the looks), and its standard error is about SE × sqrt(t / N).
+    It can regress only below −margin − z₁·SE, z₁ at the entry's `first_step` level of the task's Holm (no entry is
+    rejected unless one is at that step), and for a `binary` entry (a mean of 0/1 values) only below
+    −`binary_regression_edge` too. Its verdict regions otherwise (statistics.judge, at `alpha`): up to
+    −margin + z_α·SE inconclusive, up to margin + z_α·SE pass, above improved; the interval's upper end is taken
+    at the same z."""
     not_regressed = Verdict.INCONCLUSIVE if entry.verdict is Verdict.REGRESSED else entry.verdict
     if entry.n >= total:
         return None if entry.verdict is Verdict.REGRESSED else entry.verdict
     if entry.test == "none":
         return None
     t = entry.n
-    half_width = NormalDist().inv_cdf(1 - DISAGREEMENT / (2 * max(looks, 1))) * se * math.sqrt((total - t) / (total - 1))
+    half_width = NormalDist().inv_cdf(1 - DISAGREEMENT / max(looks, 1)) * se * math.sqrt((total - t) / (total - 1))
     low, high = entry.delta - half_width, entry.delta + half_width
-    z = NormalDist().inv_cdf(1 - alpha)
-    z_se = z * se * math.sqrt(t / total)
-    bounds = (-entry.margin - z_se, -entry.margin + z_se, entry.margin + z_se)
-    may_regress = bounds[0] if not binary else min(bounds[0], -binary_regression_edge(entry.margin, z, total))
+    full_se = se * math.sqrt(t / total)
+    z_first = NormalDist().inv_cdf(1 - first_step)
+    may_regress = -entry.margin - z_first * full_se
+    if binary:
+        may_regress = min(may_regress, -binary_regression_edge(entry.margin, z_first, total))
     if low < may_regress or (floor is not None and low < floor):
         return None
+    z_se = NormalDist().inv_cdf(1 - alpha) * full_se
+    bounds = (-entry.margin + z_se, entry.margin + z_se)
     regions = (Verdict.INCONCLUSIVE, Verdict.PASS, Verdict.IMPROVED)
-    region_of: Callable[[float], int] = lambda x: sum(x >= b for b in bounds[1:])
+    region_of: Callable[[float], int] = lambda x: sum(x >= b for b in bounds)
     return regions[region_of(low)] if region_of(low) == region_of(high) else not_regressed
 
 
@@ -242,9 +253,8 @@ def look(baseline: BaselineRecord, candidate: BaselineRecord, looks: int, pooled
     """One look: the candidate's record of the documents scored so far (each of them one of the baseline's, the
     run comparable with it) compared with the baseline on those documents, at the candidate's tolerance, and
     settled (`settle`). `documents` and `aggregates`: what `compare` needs for metrics with their own aggregate."""
-    binary = frozenset(m.name for m in baseline.metrics if m.binary and m.name not in (aggregates or {}))
     return settle(compared_so_far(baseline, candidate, documents, aggregates), entry_totals(baseline), looks, pooled,
-                  binary)
+                  binary_metrics(baseline, aggregates))
 
 
 def compared_so_far(baseline: BaselineRecord, candidate: BaselineRecord, documents: Sequence[Any] | None = None,
@@ -258,17 +268,19 @@ def compared_so_far(baseline: BaselineRecord, candidate: BaselineRecord, documen
                                                          for p in comparison.pooling))
 
 
-def pooled_outlook(members: Sequence[PoolingStats], level: float, on_scored: Verdict) -> Verdict | None:
+def pooled_outlook(members: Sequence[PoolingStats], level: float, first_step: float,
+                   on_scored: Verdict) -> Verdict | None:
     """A pooled entry's verdict when some of its tasks left documents unscored: None while the full run might still
     find it regressed, else the full run's verdict where the documents scored settle it, else `on_scored` (its
     verdict on them, never regressed). `members`: each pooled task's statistics of the entry's metric; `level`: the
-    pooled family's.
+    pooled family's; `first_step`: the entry's first-step level of the family's Holm (no pooled entry regresses
+    unless one is below it).
 
     The full run's pooled delta is the tasks' full-run deltas weighted by their documents; each is estimated from the
     task's scored documents (a sample without replacement of its own, so stratified by task), its variance steadied
     by PRIOR_DOCUMENTS documents at the pooled spread. The interval's level, DISAGREEMENT over at most BLOCKS looks,
     bounds how often the full run would have blocked an entry settled here. The region the full run blocks is taken
-    at the family's whole level and without McNemar's floor: both only widen it."""
+    without McNemar's floor, which only narrows it."""
     scored = np.array([s.n for s in members], dtype=float)
     totals = scored + np.array([s.unscored for s in members], dtype=float)
     sums = np.array([s.delta_sum for s in members])
@@ -284,33 +296,44 @@ def pooled_outlook(members: Sequence[PoolingStats], level: float, on_scored: Ver
     full_se = math.sqrt(max(0.0, float(weights @ (variances + means ** 2)) - delta ** 2) / totals.sum())
     margin = POOLED_MARGIN_SHARE * float(weights @ np.array([s.margin for s in members]))
     half_width = NormalDist().inv_cdf(1 - DISAGREEMENT / BLOCKS) * math.sqrt(unknown)
-    z_se = NormalDist().inv_cdf(1 - level) * full_se
-    bounds = (-margin - z_se, -margin + z_se, margin + z_se)
     low, high = delta - half_width, delta + half_width
-    if low < bounds[0]:
+    if low < -margin - NormalDist().inv_cdf(1 - first_step) * full_se:
         return None
-    region_of: Callable[[float], int] = lambda x: sum(x >= b for b in bounds[1:])
+    z_se = NormalDist().inv_cdf(1 - level) * full_se
+    bounds = (-margin + z_se, margin + z_se)
+    region_of: Callable[[float], int] = lambda x: sum(x >= b for b in bounds)
     regions = (Verdict.INCONCLUSIVE, Verdict.PASS, Verdict.IMPROVED)
     if region_of(low) == region_of(high):
         return regions[region_of(low)]
     return Verdict.INCONCLUSIVE if on_scored is Verdict.REGRESSED else on_scored
 
 
-def settle_pooled(entries: Sequence[PooledEntry], stats_by_task: Mapping[str, Sequence[PoolingStats]]
-                  ) -> tuple[list[PooledEntry], list[str]]:
+def pooled_look_blocks(look: int, block_count: int) -> int:
+    """The blocks of a task of `block_count` that a suite's pooled look number `look` (1 to BLOCKS) sees: the same
+    share of every task, fixed in advance, so no task's own stop decides what the pooled entry sees."""
+    return math.ceil(look * block_count / BLOCKS)
+
+
+def settle_pooled(entries: Sequence[PooledEntry], stats_by_task: Mapping[str, Sequence[PoolingStats]],
+                  regressed_tasks: Collection[str] = ()) -> tuple[list[PooledEntry], list[str]]:
     """(the pooled entries, each with unscored documents given the verdict `pooled_outlook` settles it at, or while
-    unsettled its verdict on the documents scored, never regressed; the metrics of those unsettled). An early stop
-    can miss a regression, never add a block: what scoring a stopped task's next block is for (EarlyStop.resume)."""
+    unsettled its verdict on the documents scored; the metrics of those unsettled). An early stop can miss a
+    regression, never add a block: an unsettled entry reports regressed only when one of its tasks is in
+    `regressed_tasks` (the session fails on that task anyway). A look at a larger share of the tasks
+    (EarlyStop.pooling_at) is what settles the others."""
     settled, unsettled = [], []
+    family = Counter(entry.suite for entry in entries)  # a suite's pooled entries share its level by Holm
     for entry in entries:
         if not entry.unscored:
             settled.append(entry)
             continue
         members = [s for task in entry.tasks for s in stats_by_task[task] if s.metric == entry.metric]
-        verdict = pooled_outlook(members, entry.level, entry.verdict)
+        verdict = pooled_outlook(members, entry.level, entry.level / family[entry.suite], entry.verdict)
         if verdict is None:
             unsettled.append(entry.metric)
-            verdict = Verdict.INCONCLUSIVE if entry.verdict is Verdict.REGRESSED else entry.verdict
+            blocked_anyway = any(task in regressed_tasks for task in entry.tasks)
+            verdict = Verdict.INCONCLUSIVE if entry.verdict is Verdict.REGRESSED and not blocked_anyway \
+                else entry.verdict
         settled.append(dataclasses.replace(entry, verdict=verdict))
     return settled, unsettled
 
@@ -322,8 +345,9 @@ class EarlyStop:
     own, judge.py). A look that finds the run not comparable with the baseline (other settings, other documents)
     settles nothing: the task is scored in full and the gate then reports why. `pooled`: how a task of a suite with
     pooled entries keeps documents for them: "task" (its own look must see it cannot add to a drop spread over the
-    suite), "suite" (it stops on its own verdict; its remaining blocks are scored later by `resume` while its suite's
-    pooled entries are unsettled: the run's tasks must all be in one process), None (no pooled entries)."""
+    suite), "suite" (it stops on its own verdict; its suite's pooled entries look at its first blocks later,
+    `pooling_at`, scoring on where it stopped before them: the run's tasks must all be in one process), None (no
+    pooled entries)."""
 
     def __init__(self, task_key: str, baseline: BaselineRecord, candidate_record: Callable[[Any], BaselineRecord],
                  pooled: str | None = None):
@@ -335,11 +359,16 @@ class EarlyStop:
         self._looks = 0
         self._comparable = True
         self._scoring: Any = None
+        self._pooling: dict[int, tuple[PoolingStats, ...]] = {}  # by blocks scored: the pooling statistics on them
 
     def blocks(self, n: int) -> list[np.ndarray]:
         blocks = scoring_blocks(n, self.task_key)
         self._looks = len(blocks) - 1
         return blocks
+
+    @property
+    def block_count(self) -> int:
+        return self._looks + 1
 
     def run(self, scoring: Any) -> Any:
         """The task's evaluation, scored by `scoring` (evaluation.BlockScoring over `blocks`) up to the block that
@@ -350,19 +379,20 @@ class EarlyStop:
             if not scoring.blocks_left or self.settled(evaluation):
                 return evaluation
 
-    @property
-    def resumable(self) -> bool:
-        """Whether `resume` can score more for the suite's pooled entries: the task stopped as unable to regress,
-        with blocks left, its suite looking at its pooled entries as a whole."""
-        return (self.pooled == "suite" and self.settlement is not None and self._scoring is not None
-                and self._scoring.blocks_left > 0 and self.settlement.verdict is not Verdict.REGRESSED)
+    def pooling_at(self, blocks: int) -> tuple[PoolingStats, ...] | None:
+        """The task's pooling statistics on its first `blocks` blocks, for its suite's pooled entries; a task that
+        stopped before them (unable to regress) scores its next blocks, its own verdict staying its settlement's.
+        None where there are none: a task not compared, stopped regressed, or scored in full (`blocks` its last,
+        whose statistics are its judgement's)."""
+        while (blocks not in self._pooling and self._comparable and self.settlement is not None
+               and self.settlement.verdict is not Verdict.REGRESSED and self._scoring.blocks_left):
+            evaluation = self._scoring.score_next()
+            self._pooling[self._blocks_done] = self._compared(evaluation, self.candidate_record(evaluation)).pooling
+        return self._pooling.get(blocks)
 
-    def resume(self) -> tuple[PoolingStats, ...]:
-        """Score the task's next block; its pooling statistics on every document scored so far. The task's own
-        verdict stays its settlement's."""
-        evaluation = self._scoring.score_next()
-        return compared_so_far(self.baseline, self.candidate_record(evaluation), evaluation.prepared.documents,
-                               _aggregates(evaluation)).pooling
+    @property
+    def _blocks_done(self) -> int:
+        return len(self._scoring.blocks) - self._scoring.blocks_left
 
     def settled(self, evaluation: Any) -> bool:
         if not self._comparable:
@@ -372,13 +402,22 @@ class EarlyStop:
         if not all(key in known for key in candidate.doc_keys):
             self._comparable = False
             return False
-        baseline = restricted(self.baseline, candidate.doc_keys)
-        if rebaseline_problem(baseline, candidate) is not None:
+        if rebaseline_problem(restricted(self.baseline, candidate.doc_keys), candidate) is not None:
             self._comparable = False
             return False
-        self.settlement = look(self.baseline, candidate, self._looks, self.pooled == "task",
-                               evaluation.prepared.documents, _aggregates(evaluation))
+        comparison = self._compared(evaluation, candidate)
+        self._pooling[self._blocks_done] = comparison.pooling
+        self.settlement = settle(comparison, entry_totals(self.baseline), self._looks, self.pooled == "task",
+                                 binary_metrics(self.baseline, _aggregates(evaluation)))
         return self.settlement is not None
+
+    def _compared(self, evaluation: Any, candidate: BaselineRecord) -> TaskComparison:
+        return compared_so_far(self.baseline, candidate, evaluation.prepared.documents, _aggregates(evaluation))
+
+
+def binary_metrics(baseline: BaselineRecord, aggregates: Mapping[str, Any] | None = None) -> frozenset[str]:
+    """The metrics whose entries are means of 0/1 values per document (`settle`'s `binary`)."""
+    return frozenset(m.name for m in baseline.metrics if m.binary and m.name not in (aggregates or {}))
 
 
 def _aggregates(evaluation: Any) -> dict[str, Any]:

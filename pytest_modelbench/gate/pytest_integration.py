@@ -29,7 +29,7 @@ from pytest_modelbench.errors import BaselineError, ModelbenchError
 from pytest_modelbench.gate import pooled
 from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL_UNUSED, SessionDecision
-from pytest_modelbench.gate.early_stop import EarlyStop
+from pytest_modelbench.gate.early_stop import BLOCKS, EarlyStop, pooled_look_blocks
 from pytest_modelbench.gate.judge import GateOutcome, early_stop_for, judge_task
 from pytest_modelbench.gate.noise_floor import NoiseFloorWarning
 from pytest_modelbench.gate.policy import (
@@ -200,8 +200,8 @@ class GateSession:
         self.suite_dirs: set[Path] = set()
         self.collected: set[str] = set()  # the keys of every gated item collected, deselected ones too
         self.split: AlphaSplit | None = None  # made when collection finishes, or by --shard before it splits
-        # --early-stop: the stopped tasks of suites with pooled entries, by key, which may score on for them
-        self.stopped: dict[str, EarlyStop] = {}
+        # --early-stop in one process: the early stopping of each task of a suite with pooled entries, by key
+        self.early_stops: dict[str, EarlyStop] = {}
         self.decision = SessionDecision(self.policy.baseline_name, score_only=self.policy.score_only,
                                         display=self.store.display, error_control=self.policy.error_control,
                                         updating=self.policy.writes)
@@ -251,8 +251,8 @@ class GateSession:
             rescore=self._rescore(item, evaluation, runner) if self.policy.noise_floor else None,
         )
         self._record(item, judgement.result)
-        if stopping is not None and stopping.resumable:
-            self.stopped[item.task_id.key] = stopping  # type: ignore[attr-defined]
+        if stopping is not None and stopping.pooled == "suite":
+            self.early_stops[item.task_id.key] = stopping  # type: ignore[attr-defined]
         if judgement.warning is not None:
             # attributed to the task's YAML, not to this line: the margins to look at are the task's
             warnings.warn_explicit(NoiseFloorWarning(judgement.warning), NoiseFloorWarning, str(item.path), 1)
@@ -355,23 +355,26 @@ class GateSession:
         )
 
     def _settle_pooled(self, session: pytest.Session) -> None:
-        """--early-stop: while a suite's pooled entries are unsettled, each of its stopped tasks scores its next
-        block (gate/early_stop.py, "Pooled entries"). A scoring error fails the session: the entries stay unsettled."""
-        while True:
-            suites = set(self.decision.unsettled_pooled())
-            scoring = [(key, stop) for key, stop in sorted(self.stopped.items())
-                       if key.split("/", 1)[0] in suites and stop.resumable]
-            if not scoring:
-                return
-            for key, stop in scoring:
+        """--early-stop in one process: the pooled entries of a suite whose tasks stopped early look at the same first
+        share of every task, one more block's share a look, scoring on the tasks that stopped before it, until they
+        are settled (gate/early_stop.py, "Pooled entries"). A scoring error fails the session."""
+        for suite in sorted(self.decision.pooled_weights):
+            stops = {key: stop for key, stop in sorted(self.early_stops.items()) if key.split("/", 1)[0] == suite}
+            if not any(stop.settlement is not None for stop in stops.values()):
+                continue  # every task scored in full
+            for look in range(1, BLOCKS + 1):
                 try:
-                    self.decision.replace_pooling(key, stop.resume())
+                    for key, stop in stops.items():
+                        stats = stop.pooling_at(pooled_look_blocks(look, stop.block_count))
+                        if stats is not None:
+                            self.decision.replace_pooling(key, stats)
                 except ModelbenchError as exc:
-                    self.decision.pooled_problems.append(f"{key}: could not score on for its suite's pooled "
-                                                         f"entries: {exc}")
+                    self.decision.pooled_problems.append(f"{key}: could not score on for the pooled entries of "
+                                                         f"{suite}: {exc}")
                     session.exitstatus = int(session.exitstatus) | pytest.ExitCode.TESTS_FAILED
-                    self.stopped.clear()
-                    return
+                    break
+                if suite not in self.decision.unsettled_pooled():
+                    break
 
     @pytest.hookimpl(trylast=True)  # after the scores and syrupy's snapshot summary
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -78,13 +78,14 @@ POOLED_TASKS = ("quiz_a", "quiz_b", "quiz_c")
 
 
 @pytest.mark.parametrize("candidate, pooled_verdict, resumed", [
-    ("skill-597", "inconclusive", False),  # about 0.4 points worse: the pooled entry settles on part of the suite
+    ("skill-597", "inconclusive", False),  # about 0.4 points worse: settled on 3 of the 8 blocks of each task
     ("skill-592", "regressed", True),  # about 0.8 points worse, each task inside its margin: a diffuse drop
 ])
 def test_stopped_tasks_score_on_until_their_suites_pooled_entry_is_settled(pytester, monkeypatch, candidate,
                                                                            pooled_verdict, resumed):
-    """In one process a task of a suite with pooled entries stops on its own verdict; while the pooled entry could
-    still be found regressed by the full run, its stopped tasks score their next blocks (gate/early_stop.py)."""
+    """In one process a task of a suite with pooled entries stops on its own verdict; the pooled entry then looks at
+    the same first share of every task, a larger one while the full run could still find it regressed, the tasks
+    that stopped before it scoring on (gate/early_stop.py, "Pooled entries")."""
     monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
     monkeypatch.setenv("SKILLED_SCORED", str(pytester.path / "scored.txt"))
     write_quiz(pytester.path, POOLED_TASKS, DOCUMENTS)
@@ -110,6 +111,6 @@ def test_stopped_tasks_score_on_until_their_suites_pooled_entry_is_settled(pytes
         assert stops < scored == 3 * DOCUMENTS and pooled["unscored"] == 0
         early.stdout.fnmatch_lines(["*the gate fails: 1 pooled entry regressed (quiz acc)*"])
     else:
-        assert scored <= DOCUMENTS and pooled["unscored"] > 0
+        assert scored <= 3 * DOCUMENTS // 2 and pooled["unscored"] > 0
         early.stdout.fnmatch_lines([f"*quiz*acc*3*{scored:,} of {3 * DOCUMENTS:,}*{pooled_verdict}*",
                                     "n 'k of N': --early-stop scored k of the pooled tasks' N documents*"])

@@ -176,6 +176,12 @@ def test_a_small_category_whose_few_scored_documents_agree_does_not_settle_on_th
     assert early_stop.settle(comparison, early_stop.entry_totals(baseline), 7) is not None
 
 
+def test_a_pooled_look_sees_the_same_share_of_every_task_up_to_all_of_it():
+    assert [early_stop.pooled_look_blocks(look, 8) for look in range(1, 9)] == list(range(1, 9))
+    assert [early_stop.pooled_look_blocks(look, 3) for look in range(1, 9)] == [1, 1, 2, 2, 2, 3, 3, 3]
+    assert {early_stop.pooled_look_blocks(look, 1) for look in range(1, 9)} == {1}
+
+
 def _suite_stats(drop: float, scored: int, seed: int, churn: float = 0.03) -> dict[str, list[PoolingStats]]:
     """Three 3000-document tasks, each candidate `drop` worse with `churn` of its answers changed both ways, as the
     pooling statistics of the first `scored` documents of each in scoring order (the rest unscored)."""
@@ -205,7 +211,7 @@ def test_an_unchanged_suites_pooled_entry_settles_on_part_of_its_documents_and_t
 
 def test_a_diffuse_drop_keeps_the_pooled_entry_unsettled_and_never_blocks_on_part_of_the_documents():
     """One point worse on every task, each inside its own margin: the full run's pooled entry regresses; on part of
-    the documents it stays unsettled (its stopped tasks must score on) and reports inconclusive, not regressed."""
+    the documents it stays unsettled (its stopped tasks must score on) and does not report regressed."""
     assert _pooled(_suite_stats(0.01, 3000, seed=5, churn=0.01)).verdict is Verdict.REGRESSED
     for scored in (375, 1500, 2625):
         stats = _suite_stats(0.01, scored, seed=5, churn=0.01)
@@ -213,6 +219,10 @@ def test_a_diffuse_drop_keeps_the_pooled_entry_unsettled_and_never_blocks_on_par
         [settled], unsettled = early_stop.settle_pooled([entry], stats)
         assert unsettled == ["acc"] and settled.verdict is not Verdict.REGRESSED
         assert (settled.n, settled.unscored) == (3 * scored, 3 * (3000 - scored))
+        # where one of its tasks stopped regressed (the session fails on it anyway) it keeps its verdict on them
+        [kept], _ = early_stop.settle_pooled([entry], stats, regressed_tasks={"suite/b"})
+        assert kept.verdict is entry.verdict
+    assert entry.verdict is Verdict.REGRESSED  # on 2,625 of each task's 3,000 documents
 
 
 def test_a_pooled_entry_settled_not_regressed_is_rarely_one_the_full_run_blocks():
@@ -245,8 +255,8 @@ def test_a_0_1_mean_tests_as_worse_than_its_margin_only_past_the_binary_edge(tot
 
 
 def test_a_small_category_settles_once_no_completion_of_its_0_1_values_could_block_it():
-    """87 documents, 48 scored, none changed, while 6% of the task's other answers changed: the prior at that spread
-    leaves room for a drop past the full run's region, but a mean of 0/1 values needs about 4 net losses of 87
+    """87 documents, 30 scored, none changed, while 6% of the task's other answers changed: the prior at that spread
+    leaves room for a drop past the full run's region, but a mean of 0/1 values needs about 5 net losses of 87
     before it can test as worse than its 1-point margin (binary_regression_edge)."""
     rng = np.random.default_rng(12)
     categories = ["big"] * 2913 + ["small"] * 87
@@ -256,7 +266,7 @@ def test_a_small_category_settles_once_no_completion_of_its_0_1_values_could_blo
     values[small] = base[small]
     baseline = make_record({"acc": base}, categories, metrics=[ACC], tolerance=Tolerance(alpha=0.05))
     candidate = replace(baseline, values={"acc": values})
-    keys = [baseline.doc_keys[i] for i in list(range(1500)) + small[:48]]
+    keys = [baseline.doc_keys[i] for i in list(range(1500)) + small[:30]]
     comparison = early_stop.compared_so_far(baseline, early_stop.restricted(candidate, keys))
     totals = early_stop.entry_totals(baseline)
     assert early_stop.settle(comparison, totals, 7) is None
