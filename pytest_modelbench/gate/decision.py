@@ -49,11 +49,11 @@ class SessionDecision:
         return [entry for _, entries, _ in self._pooled_families() for entry in entries]
 
     def unsettled_pooled(self) -> list[str]:
-        """The suites whose pooled entries --early-stop has not settled: their stopped tasks may score on."""
+        """The suites whose pooled entries --early-stop has not settled (gate/early_stop.py, "Pooled entries")."""
         return [suite for suite, _, unsettled in self._pooled_families() if unsettled]
 
     def replace_pooling(self, task: str, pooling: Sequence[PoolingStats]) -> None:
-        """A stopped task's pooling statistics after it scored on for its suite's pooled entries."""
+        """A task's pooling statistics for a pooled look of --early-stop: on the share of its documents it sees."""
         for result in self.results:
             if result.task == task:
                 result.pooling = [stats.as_json() for stats in pooling]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
+from pytest_modelbench.report import RESULTS_SCHEMA
 from tests.fixtures.skilled_quiz import lost_share, write_quiz
 
 TASK = "quiz_a"
@@ -102,6 +104,7 @@ def test_stopped_tasks_score_on_until_their_suites_pooled_entry_is_settled(pytes
 
     full, full_document, _ = run()
     early, document, scored = run("--early-stop")
+    jsonschema.validate(document, json.loads(RESULTS_SCHEMA.read_text()))
     [full_pooled], [pooled] = full_document["pooled"], document["pooled"]
     assert pooled["verdict"] == full_pooled["verdict"] == pooled_verdict and early.ret == full.ret
     stops = sum(outcome["n_documents"] for outcome in document["gate"].values())
