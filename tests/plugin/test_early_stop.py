@@ -117,3 +117,19 @@ def test_stopped_tasks_score_on_until_their_suites_pooled_entry_is_settled(pytes
         assert scored <= 3 * DOCUMENTS // 2 and pooled["unscored"] > 0
         early.stdout.fnmatch_lines([f"*quiz*acc*3*{scored:,} of {3 * DOCUMENTS:,}*{pooled_verdict}*",
                                     "n 'k of N': --early-stop scored k of the pooled tasks' N documents*"])
+
+
+def test_under_xdist_a_task_keeps_its_documents_while_it_could_add_to_a_diffuse_drop(pytester, monkeypatch):
+    """An xdist worker cannot score on after its task reported: there each task of a suite with pooled entries keeps
+    its documents itself (EarlyStop's "task"), and the diffuse drop is still caught."""
+    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
+    write_quiz(pytester.path, POOLED_TASKS, DOCUMENTS)
+    pytester.runpytest("-p", "no:cacheprovider", "--backend=skilled:make", "--model=skill-600", "--no-cache",
+                       "suites/quiz", "--snapshot-update").assert_outcomes(passed=3)
+    results = pytester.path / "results.json"
+    run = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--backend=skilled:make", "--model=skill-592",
+                                        "--no-cache", f"--results-json={results}", "suites/quiz", "--early-stop",
+                                        "-n", "2")
+    [pooled] = json.loads(results.read_text())["pooled"]
+    assert run.ret == pytest.ExitCode.TESTS_FAILED
+    assert pooled["verdict"] == "regressed" and pooled["unscored"] == 0 and pooled["n"] == 3 * DOCUMENTS
