@@ -132,11 +132,12 @@ def resumed(tasks: Sequence[sim.Task], candidates: dict, tolerances: dict, judge
         members = [t for t in tasks if suites[t.name] == suite]
         if all(judgements[t.name].scored == len(t.baseline.doc_keys) for t in members):
             continue
+        blocks = {t.name: early_stop.scoring_blocks(len(t.baseline.doc_keys), t.key) for t in members}
         for look in range(1, early_stop.BLOCKS + 1):
             for task in members:
                 j = judgements[task.name]
-                blocks = early_stop.scoring_blocks(len(task.baseline.doc_keys), task.key)
-                seen = np.concatenate(blocks[:early_stop.pooled_look_blocks(look, len(blocks))])
+                own = blocks[task.name]
+                seen = np.concatenate(own[:early_stop.pooled_look_blocks(look, len(own))])
                 if j.regressed_stop and len(seen) > j.scored:
                     continue  # a task stopped regressed scores no more
                 j.scored = max(j.scored, len(seen))

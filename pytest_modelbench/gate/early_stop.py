@@ -61,6 +61,7 @@ from pytest_modelbench.gate.baseline import BaselineRecord, rebaseline_problem
 from pytest_modelbench.gate import pooled as pooled_module
 from pytest_modelbench.gate.pooled import PooledEntry, PoolingStats
 from pytest_modelbench.gate.compare import Entry, TaskComparison, compare, holm_weights
+from pytest_modelbench.gate.noise_floor import binary_metrics
 from pytest_modelbench.gate.statistics import Verdict, holm_adjust
 
 BLOCKS = 8
@@ -217,7 +218,6 @@ def _full_run_outlook(entry: Entry, se: float, total: int, alpha: float, first_s
     −`binary_regression_edge` too. Its verdict regions otherwise (statistics.judge, at `alpha`): up to
     −margin + z_α·SE inconclusive, up to margin + z_α·SE pass, above improved; the interval's upper end is taken
     at the same z."""
-    not_regressed = Verdict.INCONCLUSIVE if entry.verdict is Verdict.REGRESSED else entry.verdict
     if entry.n >= total:
         return None if entry.verdict is Verdict.REGRESSED else entry.verdict
     if entry.test == "none":
@@ -230,13 +230,24 @@ def _full_run_outlook(entry: Entry, se: float, total: int, alpha: float, first_s
     may_regress = -entry.margin - z_first * full_se
     if binary:
         may_regress = min(may_regress, -binary_regression_edge(entry.margin, z_first, total))
-    if low < may_regress or (floor is not None and low < floor):
+    if floor is not None:
+        may_regress = max(may_regress, floor)
+    return _outlook(low, high, may_regress, entry.margin, NormalDist().inv_cdf(1 - alpha) * full_se, entry.verdict)
+
+
+def _outlook(low: float, high: float, may_regress: float, margin: float, z_se: float,
+             on_scored: Verdict) -> Verdict | None:
+    """The verdict of an entry whose full-run delta lies in [`low`, `high`]: None where that reaches below
+    `may_regress`; else the full run's verdict where the interval lies in one of its regions (statistics.judge:
+    up to −margin + `z_se` inconclusive, up to margin + `z_se` pass, above improved), else `on_scored`, the
+    verdict on the documents scored, never regressed."""
+    if low < may_regress:
         return None
-    z_se = NormalDist().inv_cdf(1 - alpha) * full_se
-    bounds = (-entry.margin + z_se, entry.margin + z_se)
-    regions = (Verdict.INCONCLUSIVE, Verdict.PASS, Verdict.IMPROVED)
+    bounds = (-margin + z_se, margin + z_se)
     region_of: Callable[[float], int] = lambda x: sum(x >= b for b in bounds)
-    return regions[region_of(low)] if region_of(low) == region_of(high) else not_regressed
+    if region_of(low) == region_of(high):
+        return (Verdict.INCONCLUSIVE, Verdict.PASS, Verdict.IMPROVED)[region_of(low)]
+    return Verdict.INCONCLUSIVE if on_scored is Verdict.REGRESSED else on_scored
 
 
 def binary_regression_edge(margin: float, z: float, total: int) -> float:
@@ -254,7 +265,7 @@ def look(baseline: BaselineRecord, candidate: BaselineRecord, looks: int, pooled
     run comparable with it) compared with the baseline on those documents, at the candidate's tolerance, and
     settled (`settle`). `documents` and `aggregates`: what `compare` needs for metrics with their own aggregate."""
     return settle(compared_so_far(baseline, candidate, documents, aggregates), entry_totals(baseline), looks, pooled,
-                  binary_metrics(baseline, aggregates))
+                  means_of_0_1(baseline, aggregates))
 
 
 def compared_so_far(baseline: BaselineRecord, candidate: BaselineRecord, documents: Sequence[Any] | None = None,
@@ -296,16 +307,8 @@ def pooled_outlook(members: Sequence[PoolingStats], level: float, first_step: fl
     full_se = math.sqrt(max(0.0, float(weights @ (variances + means ** 2)) - delta ** 2) / totals.sum())
     margin = POOLED_MARGIN_SHARE * float(weights @ np.array([s.margin for s in members]))
     half_width = NormalDist().inv_cdf(1 - DISAGREEMENT / BLOCKS) * math.sqrt(unknown)
-    low, high = delta - half_width, delta + half_width
-    if low < -margin - NormalDist().inv_cdf(1 - first_step) * full_se:
-        return None
-    z_se = NormalDist().inv_cdf(1 - level) * full_se
-    bounds = (-margin + z_se, margin + z_se)
-    region_of: Callable[[float], int] = lambda x: sum(x >= b for b in bounds)
-    regions = (Verdict.INCONCLUSIVE, Verdict.PASS, Verdict.IMPROVED)
-    if region_of(low) == region_of(high):
-        return regions[region_of(low)]
-    return Verdict.INCONCLUSIVE if on_scored is Verdict.REGRESSED else on_scored
+    return _outlook(delta - half_width, delta + half_width, -margin - NormalDist().inv_cdf(1 - first_step) * full_se,
+                    margin, NormalDist().inv_cdf(1 - level) * full_se, on_scored)
 
 
 def pooled_look_blocks(look: int, block_count: int) -> int:
@@ -408,17 +411,14 @@ class EarlyStop:
         comparison = self._compared(evaluation, candidate)
         self._pooling[self._blocks_done] = comparison.pooling
         self.settlement = settle(comparison, entry_totals(self.baseline), self._looks, self.pooled == "task",
-                                 binary_metrics(self.baseline, _aggregates(evaluation)))
+                                 means_of_0_1(self.baseline, evaluation.scores.aggregates()))
         return self.settlement is not None
 
     def _compared(self, evaluation: Any, candidate: BaselineRecord) -> TaskComparison:
-        return compared_so_far(self.baseline, candidate, evaluation.prepared.documents, _aggregates(evaluation))
+        return compared_so_far(self.baseline, candidate, evaluation.prepared.documents,
+                               evaluation.scores.aggregates())
 
 
-def binary_metrics(baseline: BaselineRecord, aggregates: Mapping[str, Any] | None = None) -> frozenset[str]:
-    """The metrics whose entries are means of 0/1 values per document (`settle`'s `binary`)."""
-    return frozenset(m.name for m in baseline.metrics if m.binary and m.name not in (aggregates or {}))
-
-
-def _aggregates(evaluation: Any) -> dict[str, Any]:
-    return {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
+def means_of_0_1(baseline: BaselineRecord, aggregates: Mapping[str, Any] | None = None) -> frozenset[str]:
+    """The 0/1 metrics whose entries are means over the documents, not their own aggregate (`settle`'s `binary`)."""
+    return frozenset(binary_metrics(baseline)).difference(aggregates or ())

@@ -240,7 +240,7 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
                   "baseline_name": policy.baseline_name}
         return Judgement(GateResult(status=STATUS_OFF, note="--score-only: no gate ran", **common))
     candidate = candidate_record(identity, evaluation, runner, policy=policy, split=split)
-    aggregates = {m.name: m.aggregate for m in evaluation.scores.metrics if m.aggregate is not None}
+    aggregates = evaluation.scores.aggregates()
     measured: TaskComparison | None = None
     if rescore is not None:
         second_evaluation, measured_with = rescore()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -37,6 +37,11 @@ class TaskScores:
     per_document: dict[str, np.ndarray]
     overall: dict[str, MetricSummary]
     by_category: dict[str, dict[str, MetricSummary]]
+
+    def aggregates(self) -> dict[str, Any]:
+        """Each metric's own aggregate over the documents, by name, for the metrics that have one (the gate's
+        comparison re-applies it, gate/compare.py)."""
+        return {m.name: m.aggregate for m in self.metrics if m.aggregate is not None}
 
 
 def score_task(
