@@ -273,3 +273,22 @@ def test_a_small_category_settles_once_no_completion_of_its_0_1_values_could_blo
     settled = early_stop.settle(comparison, totals, 7, binary=frozenset({"acc"}))
     assert settled is not None and settled.verdict is not Verdict.REGRESSED
     assert early_stop.look(baseline, early_stop.restricted(candidate, keys), 7) is not None  # look knows acc is 0/1
+
+
+def test_a_category_smaller_than_twice_the_minimum_settles_not_regressed_from_half_its_documents():
+    """13 documents (as CrowS-Pairs French's `autre`), 7 scored: fewer than MIN_ENTRY_DOCUMENTS, but half of them;
+    with 6 to go the full run could still block only far past what a 0/1 mean of 13 can test as worse."""
+    rng = np.random.default_rng(13)
+    categories = ["big"] * 2987 + ["tiny"] * 13
+    base = (rng.random(3000) < 0.5).astype(float)
+    values = _flipped(_flipped(base, 0.06, rng, -1), 0.06, rng, +1)
+    tiny = [i for i, c in enumerate(categories) if c == "tiny"]
+    values[tiny] = base[tiny]
+    baseline = make_record({"acc": base}, categories, metrics=[ACC], tolerance=Tolerance(alpha=0.05))
+    candidate = replace(baseline, values={"acc": values})
+    totals = early_stop.entry_totals(baseline)
+    for scored, settles in ((6, False), (7, True)):
+        keys = [baseline.doc_keys[i] for i in list(range(1500)) + tiny[:scored]]
+        settled = early_stop.look(baseline, early_stop.restricted(candidate, keys), 7)
+        assert (settled is not None) is settles and (settled is None or settled.verdict is not Verdict.REGRESSED)
+    assert early_stop.MIN_ENTRY_DOCUMENTS > 7 and totals["tiny"] == 13
