@@ -254,19 +254,30 @@ def test_a_0_1_mean_tests_as_worse_than_its_margin_only_past_the_binary_edge(tot
     assert (losses - 1) / total < edge <= losses / total + 1 / total
 
 
+def _unchanged_category(size: int, seed: int):
+    """A 3,000-document task whose last `size` documents form a category the candidate left unchanged, while 6% of
+    the task's other answers changed both ways: (baseline, candidate, the category's positions)."""
+    rng = np.random.default_rng(seed)
+    categories = ["big"] * (3000 - size) + ["small"] * size
+    base = (rng.random(3000) < 0.5).astype(float)
+    values = _flipped(_flipped(base, 0.06, rng, -1), 0.06, rng, +1)
+    small = list(range(3000 - size, 3000))
+    values[small] = base[small]
+    baseline = make_record({"acc": base}, categories, metrics=[ACC], tolerance=Tolerance(alpha=0.05))
+    return baseline, replace(baseline, values={"acc": values}), small
+
+
+def _scored(baseline, small: list[int], scored: int) -> list[str]:
+    """The keys of the first 1,500 documents and of `scored` of the category's."""
+    return [baseline.doc_keys[i] for i in list(range(1500)) + small[:scored]]
+
+
 def test_a_small_category_settles_once_no_completion_of_its_0_1_values_could_block_it():
     """87 documents, 30 scored, none changed, while 6% of the task's other answers changed: the prior at that spread
     leaves room for a drop past the full run's region, but a mean of 0/1 values needs about 5 net losses of 87
     before it can test as worse than its 1-point margin (binary_regression_edge)."""
-    rng = np.random.default_rng(12)
-    categories = ["big"] * 2913 + ["small"] * 87
-    base = (rng.random(3000) < 0.5).astype(float)
-    values = _flipped(_flipped(base, 0.06, rng, -1), 0.06, rng, +1)
-    small = [i for i, c in enumerate(categories) if c == "small"]
-    values[small] = base[small]
-    baseline = make_record({"acc": base}, categories, metrics=[ACC], tolerance=Tolerance(alpha=0.05))
-    candidate = replace(baseline, values={"acc": values})
-    keys = [baseline.doc_keys[i] for i in list(range(1500)) + small[:30]]
+    baseline, candidate, small = _unchanged_category(87, seed=12)
+    keys = _scored(baseline, small, 30)
     comparison = early_stop.compared_so_far(baseline, early_stop.restricted(candidate, keys))
     totals = early_stop.entry_totals(baseline)
     assert early_stop.settle(comparison, totals, 7) is None
@@ -278,17 +289,8 @@ def test_a_small_category_settles_once_no_completion_of_its_0_1_values_could_blo
 def test_a_category_smaller_than_twice_the_minimum_settles_not_regressed_from_half_its_documents():
     """13 documents (as CrowS-Pairs French's `autre`), 7 scored: fewer than MIN_ENTRY_DOCUMENTS, but half of them;
     with 6 to go the full run could still block only far past what a 0/1 mean of 13 can test as worse."""
-    rng = np.random.default_rng(13)
-    categories = ["big"] * 2987 + ["tiny"] * 13
-    base = (rng.random(3000) < 0.5).astype(float)
-    values = _flipped(_flipped(base, 0.06, rng, -1), 0.06, rng, +1)
-    tiny = [i for i, c in enumerate(categories) if c == "tiny"]
-    values[tiny] = base[tiny]
-    baseline = make_record({"acc": base}, categories, metrics=[ACC], tolerance=Tolerance(alpha=0.05))
-    candidate = replace(baseline, values={"acc": values})
-    totals = early_stop.entry_totals(baseline)
+    baseline, candidate, tiny = _unchanged_category(13, seed=13)
     for scored, settles in ((6, False), (7, True)):
-        keys = [baseline.doc_keys[i] for i in list(range(1500)) + tiny[:scored]]
-        settled = early_stop.look(baseline, early_stop.restricted(candidate, keys), 7)
+        settled = early_stop.look(baseline, early_stop.restricted(candidate, _scored(baseline, tiny, scored)), 7)
         assert (settled is not None) is settles and (settled is None or settled.verdict is not Verdict.REGRESSED)
-    assert early_stop.MIN_ENTRY_DOCUMENTS > 7 and totals["tiny"] == 13
+    assert early_stop.MIN_ENTRY_DOCUMENTS > 7 and early_stop.entry_totals(baseline)["small"] == 13
