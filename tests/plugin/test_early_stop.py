@@ -79,31 +79,38 @@ def test_early_stop_refuses_to_record_or_to_run_without_a_gate(quiz, other):
 POOLED_TASKS = ("quiz_a", "quiz_b", "quiz_c")
 
 
-@pytest.mark.parametrize("candidate, pooled_verdict, resumed", [
-    ("skill-597", "inconclusive", False),  # about 0.4 points worse: settled on 3 of the 8 blocks of each task
-    ("skill-592", "regressed", True),  # about 0.8 points worse, each task inside its margin: a diffuse drop
-])
-def test_stopped_tasks_score_on_until_their_suites_pooled_entry_is_settled(pytester, monkeypatch, candidate,
-                                                                           pooled_verdict, resumed):
-    """In one process a task of a suite with pooled entries stops on its own verdict; the pooled entry then looks at
-    the same first share of every task, a larger one while the full run could still find it regressed, the tasks
-    that stopped before it scoring on (gate/early_stop.py, "Pooled entries")."""
+@pytest.fixture
+def pooled_quiz(pytester, monkeypatch):
+    """Three quiz tasks of one suite (one pooled entry, acc) with the skill-600 baseline recorded."""
     monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
     monkeypatch.setenv("SKILLED_SCORED", str(pytester.path / "scored.txt"))
     write_quiz(pytester.path, POOLED_TASKS, DOCUMENTS)
     pytester.runpytest("-p", "no:cacheprovider", "--backend=skilled:make", "--model=skill-600", "--no-cache",
                        "suites/quiz", "--snapshot-update").assert_outcomes(passed=3)
+    return pytester
+
+
+def gate_pooled(pytester, candidate, *args):
+    """The run of the three tasks, its results JSON, and the documents it scored (two requests each)."""
+    (pytester.path / "scored.txt").unlink(missing_ok=True)
     results = pytester.path / "results.json"
+    outcome = pytester.runpytest("-p", "no:cacheprovider", "--backend=skilled:make", f"--model={candidate}",
+                                 "--no-cache", f"--results-json={results}", "suites/quiz", *args)
+    requests = sum(int(line) for line in (pytester.path / "scored.txt").read_text().split())
+    return outcome, json.loads(results.read_text()), requests // 2
 
-    def run(*args):
-        (pytester.path / "scored.txt").unlink(missing_ok=True)
-        outcome = pytester.runpytest("-p", "no:cacheprovider", "--backend=skilled:make", f"--model={candidate}",
-                                     "--no-cache", f"--results-json={results}", "suites/quiz", *args)
-        requests = sum(int(line) for line in (pytester.path / "scored.txt").read_text().split())
-        return outcome, json.loads(results.read_text()), requests // 2
 
-    full, full_document, _ = run()
-    early, document, scored = run("--early-stop")
+@pytest.mark.parametrize("candidate, pooled_verdict, resumed", [
+    ("skill-597", "inconclusive", False),  # about 0.4 points worse: settled on 3 of the 8 blocks of each task
+    ("skill-592", "regressed", True),  # about 0.8 points worse, each task inside its margin: a diffuse drop
+])
+def test_stopped_tasks_score_on_until_their_suites_pooled_entry_is_settled(pooled_quiz, candidate, pooled_verdict,
+                                                                           resumed):
+    """In one process a task of a suite with pooled entries stops on its own verdict; the pooled entry then looks at
+    the same first share of every task, a larger one while the full run could still find it regressed, the tasks
+    that stopped before it scoring on (gate/early_stop.py, "Pooled entries")."""
+    full, full_document, _ = gate_pooled(pooled_quiz, candidate)
+    early, document, scored = gate_pooled(pooled_quiz, candidate, "--early-stop")
     jsonschema.validate(document, json.loads(RESULTS_SCHEMA.read_text()))
     [full_pooled], [pooled] = full_document["pooled"], document["pooled"]
     assert pooled["verdict"] == full_pooled["verdict"] == pooled_verdict and early.ret == full.ret
@@ -119,17 +126,31 @@ def test_stopped_tasks_score_on_until_their_suites_pooled_entry_is_settled(pytes
                                     "n 'k of N': --early-stop scored k of the pooled tasks' N documents*"])
 
 
-def test_under_xdist_a_task_keeps_its_documents_while_it_could_add_to_a_diffuse_drop(pytester, monkeypatch):
+def test_a_task_that_cannot_score_on_for_its_pooled_entry_fails_the_session(pooled_quiz, monkeypatch):
+    """Where a pooled look must score on past a task's stop and that scoring fails, the session fails naming the
+    task and the problem, and the unsettled pooled entry is not reported as the full run's verdict."""
+    _, document, _ = gate_pooled(pooled_quiz, "skill-592", "--early-stop")
+    own_stops = sum(outcome["n_documents"] for outcome in document["gate"].values())
+    assert own_stops < 3 * DOCUMENTS  # the pooled looks score on (the test above)
+    monkeypatch.setenv("SKILLED_NAN_AFTER", str(2 * own_stops))  # every request past the tasks' own stops
+
+    run, broken, scored = gate_pooled(pooled_quiz, "skill-592", "--early-stop")
+    assert run.ret == pytest.ExitCode.TESTS_FAILED
+    run.assert_outcomes(passed=3)  # each task's own verdict stands
+    assert broken["gate"] == document["gate"]
+    run.stdout.fnmatch_lines(["*the gate fails: quiz/quiz_*: could not score on for the pooled entries of quiz: "
+                              "*quiz_*.yaml: task 'quiz_*', document *: the model gave a non-finite log-likelihood*"])
+    [pooled] = broken["pooled"]
+    assert pooled["verdict"] == "inconclusive" and pooled["unscored"] > 0
+
+
+def test_under_xdist_a_task_keeps_its_documents_while_it_could_add_to_a_diffuse_drop(pooled_quiz):
     """An xdist worker cannot score on after its task reported: there each task of a suite with pooled entries keeps
     its documents itself (EarlyStop's "task"), and the diffuse drop is still caught."""
-    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
-    write_quiz(pytester.path, POOLED_TASKS, DOCUMENTS)
-    pytester.runpytest("-p", "no:cacheprovider", "--backend=skilled:make", "--model=skill-600", "--no-cache",
-                       "suites/quiz", "--snapshot-update").assert_outcomes(passed=3)
-    results = pytester.path / "results.json"
-    run = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--backend=skilled:make", "--model=skill-592",
-                                        "--no-cache", f"--results-json={results}", "suites/quiz", "--early-stop",
-                                        "-n", "2")
+    results = pooled_quiz.path / "results.json"
+    run = pooled_quiz.runpytest_subprocess("-p", "no:cacheprovider", "--backend=skilled:make", "--model=skill-592",
+                                           "--no-cache", f"--results-json={results}", "suites/quiz", "--early-stop",
+                                           "-n", "2")
     [pooled] = json.loads(results.read_text())["pooled"]
     assert run.ret == pytest.ExitCode.TESTS_FAILED
     assert pooled["verdict"] == "regressed" and pooled["unscored"] == 0 and pooled["n"] == 3 * DOCUMENTS
