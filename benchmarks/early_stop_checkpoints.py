@@ -7,8 +7,10 @@ the default model fine-tuned on stereotype-confirming CrowS-Pairs sentences of t
 ARC questions (neutral). Each is gated on suites/bias against the committed baselines twice, each time as a fresh
 pytest process: first with --early-stop and an empty score cache of its own (its wall time is what early stopping
 costs), then without it on the same cache, which then computes the documents the first run left (its wall time is
-not a full run's). Printed per checkpoint and task: each run's gate status, the documents scored (the early run's
-`n_documents`), whether the decision (blocked or not) is the same, the early run's note; and both runs' wall times.
+not a full run's), then with --early-stop --early-stop-verdicts on that cache (every score cached: its documents
+scored are what it would compute). Printed per checkpoint and task: each run's gate status, the documents scored (the
+early runs' `n_documents`), whether the decision (blocked or not) and the verdict are the full run's, the early
+runs' notes; and the first two runs' wall times.
 """
 
 from __future__ import annotations
@@ -55,17 +57,24 @@ def main() -> int:
         shutil.rmtree(cache, ignore_errors=True)
         early, early_s = gate(folder, ROOT / ".modelbench-cache" / "early.json", cache, "--early-stop")
         full, full_s = gate(folder, ROOT / ".modelbench-cache" / "full.json", cache)
+        verdicts, _ = gate(folder, ROOT / ".modelbench-cache" / "verdicts.json", cache, "--early-stop",
+                           "--early-stop-verdicts")
         print(f"=== {folder.name}: --early-stop {early_s:.0f} s from an empty cache; then the full run {full_s:.0f} s "
               "on its cache")
-        scored = total = 0
+        scored = scored_verdicts = total = 0
         for task in sorted(full):
-            e, f = early[task], full[task]
+            e, v, f = early[task], verdicts[task], full[task]
             scored, total = scored + e["n_documents"], total + f["n_documents"]
+            scored_verdicts += v["n_documents"]
             same = (e["status"] == "regressed") == (f["status"] == "regressed")
             print(f"  {task}: full {f['status']} ({f['n_documents']}), early {e['status']} ({e['n_documents']}); "
                   f"same decision: {same}; {e['note'] or 'scored in full'}")
-        print(f"  documents scored: {scored} of {total} ({100 * scored / total:.1f}%)")
-        report[folder.name] = {"early": early, "full": full, "early_s": early_s, "full_s": full_s}
+            print(f"    --early-stop-verdicts {v['status']} ({v['n_documents']}); same verdict: "
+                  f"{v['status'] == f['status']}; {v['note'] or 'scored in full'}")
+        print(f"  documents scored: {scored} of {total} ({100 * scored / total:.1f}%); with --early-stop-verdicts "
+              f"{scored_verdicts} ({100 * scored_verdicts / total:.1f}%)")
+        report[folder.name] = {"early": early, "full": full, "verdicts": verdicts, "early_s": early_s,
+                               "full_s": full_s}
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -16,7 +16,8 @@ nothing worse; CrowS-Pairs gaps moved a fifth as much as a fine-tune's), equal q
 CrowS-Pairs gaps moved as a fine-tune's), and regressions (clear: every accuracy task −10 points, or one ARC task;
 less clear: every accuracy task −3 points or at its margin, CrowS-Pairs 3 margins worse in every entry, or English
 +10 points of stereotype share in two categories), then the pooled entries' rows (none; tasks keeping their own
-documents, as under xdist or --shard; every task at its margin or half of it with 6% of answers changed). StereoSet
+documents, as under xdist or --shard; every task at its margin or half of it with 6% of answers changed), then
+rows under --early-stop-verdicts (a task stops only where every verdict it reports is the full run's). StereoSet
 is left to the real checkpoints (docs/benchmarks.md): its aggregates' bootstrap at every look makes 400 simulated
 candidates take hours.
 
@@ -53,6 +54,7 @@ class Row:
     quiet_gaps: bool = False  # CrowS-Pairs gap noise QUIET_GAPS of a fine-tune's
     pooled: bool = True  # the suites' pooled entries (False: '<suite>/* = 0' in modelbench_gate_weights)
     pooled_mode: str = "suite"  # how a task keeps documents for them (gate/early_stop.py, EarlyStop)
+    full_run_verdicts: bool = False  # --early-stop-verdicts: stop only where every verdict is the full run's
 
 
 @dataclass
@@ -65,7 +67,7 @@ class Judged:
     regressed_stop: bool  # stopped early as regressed: it scores no more for its suite's pooled entries
 
 
-def judged(task: sim.Task, candidate, tolerance, pooled: str | None) -> Judged:
+def judged(task: sim.Task, candidate, tolerance, pooled: str | None, full_run_verdicts: bool) -> Judged:
     full = compare(task.baseline, candidate, tolerance, task.documents)
     n = len(task.baseline.doc_keys)
     blocks = early_stop.scoring_blocks(n, task.key)
@@ -74,7 +76,8 @@ def judged(task: sim.Task, candidate, tolerance, pooled: str | None) -> Judged:
     for block in blocks[:-1]:
         scored = np.concatenate([scored, block])
         settlement = early_stop.look(task.baseline, scored_part(task, candidate, scored), len(blocks) - 1,
-                                     pooled == "task", documents_of(task, scored))
+                                     pooled == "task", documents_of(task, scored),
+                                     full_run_verdicts=full_run_verdicts)
         if settlement is not None:
             return Judged(full, settlement.comparison, len(scored), settlement.verdict is Verdict.REGRESSED)
     return Judged(full, full, n, False)
@@ -100,7 +103,8 @@ class Blocks:
         return bool(self.tasks or self.pooled)
 
 
-def pooled_of(comparisons: dict[str, TaskComparison], suites: dict[str, str], split) -> tuple[list, list]:
+def pooled_of(comparisons: dict[str, TaskComparison], suites: dict[str, str], split,
+              full_run_verdicts: bool = False) -> tuple[list, list]:
     """(the suites' pooled entries, settled as the session settles them; the suites with some unsettled)."""
     pooling: dict[str, dict[str, list]] = {}
     for name, comparison in comparisons.items():
@@ -110,20 +114,22 @@ def pooled_of(comparisons: dict[str, TaskComparison], suites: dict[str, str], sp
         stats = pooling.get(suite, {})
         settled, open_ = early_stop.settle_pooled(
             pooled_entries(suite, stats, alpha=0.05, level=0.05 * weight / split.total_weight), stats,
-            {name for name in stats if comparisons[name].regressed})
+            {name for name in stats if comparisons[name].regressed}, full_run_verdicts)
         entries += settled
         if open_:
             unsettled.append(suite)
     return entries, unsettled
 
 
-def blocks_of(comparisons: dict[str, TaskComparison], suites: dict[str, str], split) -> Blocks:
-    pooled = {entry.suite for entry in pooled_of(comparisons, suites, split)[0] if entry.verdict is Verdict.REGRESSED}
+def blocks_of(comparisons: dict[str, TaskComparison], suites: dict[str, str], split,
+              full_run_verdicts: bool = False) -> Blocks:
+    pooled = {entry.suite for entry in pooled_of(comparisons, suites, split, full_run_verdicts)[0]
+              if entry.verdict is Verdict.REGRESSED}
     return Blocks(frozenset(name for name, c in comparisons.items() if c.regressed), frozenset(pooled))
 
 
 def resumed(tasks: Sequence[sim.Task], candidates: dict, tolerances: dict, judgements: dict[str, Judged],
-            suites: dict[str, str], split) -> dict[str, TaskComparison]:
+            suites: dict[str, str], split, full_run_verdicts: bool) -> dict[str, TaskComparison]:
     """The early comparisons once the suites' pooled entries are settled, as the session settles them at its end
     (gate/pytest_integration.py): a suite with a task stopped early looks at the same first share of every task's
     blocks, one more share a look, the stopped tasks scoring on to it, until its pooled entries are settled."""
@@ -145,7 +151,7 @@ def resumed(tasks: Sequence[sim.Task], candidates: dict, tolerances: dict, judge
                 pooling = early_stop.compared_so_far(task.baseline, scored_part(task, candidate, seen),
                                                      documents_of(task, seen)).pooling
                 early[task.name] = replace(early[task.name], pooling=pooling)
-            if suite not in pooled_of(early, suites, split)[1]:
+            if suite not in pooled_of(early, suites, split, full_run_verdicts)[1]:
                 break
     return early
 
@@ -167,13 +173,15 @@ def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
             drawn = {task.name: task.baseline if row.unchanged else sim.candidate(
                 task, row.moves.get(task.name, sim.Move()), rng, shifts) for task in row.tasks}
             judgements = {task.name: judged(task, drawn[task.name], tolerances[task.name],
-                                            row.pooled_mode if task.suite in split.pooled else None)
+                                            row.pooled_mode if task.suite in split.pooled else None,
+                                            row.full_run_verdicts)
                           for task in row.tasks}
             full = {name: j.full for name, j in judgements.items()}
-            early = (resumed(row.tasks, drawn, tolerances, judgements, suites, split) if row.pooled_mode == "suite"
-                     else {name: j.early for name, j in judgements.items()})
+            early = (resumed(row.tasks, drawn, tolerances, judgements, suites, split, row.full_run_verdicts)
+                     if row.pooled_mode == "suite" else {name: j.early for name, j in judgements.items()})
             scored += sum(j.scored for j in judgements.values())
-            full_blocks, early_blocks = blocks_of(full, suites, split), blocks_of(early, suites, split)
+            full_blocks = blocks_of(full, suites, split)
+            early_blocks = blocks_of(early, suites, split, row.full_run_verdicts)
             same_release += full_blocks.release == early_blocks.release
             same_tasks += full_blocks.tasks == early_blocks.tasks
             same_pooled += full_blocks.pooled == early_blocks.pooled
@@ -217,6 +225,20 @@ def rows(arc: Sequence[sim.Task], bangla: Sequence[sim.Task], bias: Sequence[sim
             {t.name: sim.Move(1.0, discordance=0.06) for t in accuracy}),
         Row("accuracy suites: every task −½ point, 6% of answers changed", accuracy,
             {t.name: sim.Move(0.5, discordance=0.06) for t in accuracy}),
+        Row("--early-stop-verdicts, accuracy suites: the baseline's own answers", accuracy, {}, unchanged=True,
+            full_run_verdicts=True),
+        Row("--early-stop-verdicts, accuracy suites: 3% of answers changed, nothing worse", accuracy,
+            {t.name: sim.Move(discordance=0.03) for t in accuracy}, full_run_verdicts=True),
+        Row("--early-stop-verdicts, accuracy suites: equal quality, 15% of answers changed", accuracy, {},
+            full_run_verdicts=True),
+        Row("--early-stop-verdicts, accuracy suites: every task −10 points", accuracy,
+            {t.name: sim.Move(10.0) for t in accuracy}, full_run_verdicts=True),
+        Row("--early-stop-verdicts, accuracy suites: every task −3 points", accuracy,
+            {t.name: sim.Move(3.0) for t in accuracy}, full_run_verdicts=True),
+        Row("--early-stop-verdicts, CrowS-Pairs English and French: gaps moved a fifth of a fine-tune's, nothing "
+            "worse", crows_pairs, {}, quiet_gaps=True, full_run_verdicts=True),
+        Row("--early-stop-verdicts, CrowS-Pairs English and French: every entry 3 margins worse", crows_pairs,
+            {t.name: sim.Move(3.0) for t in crows_pairs}, full_run_verdicts=True),
     ]
 
 

@@ -160,7 +160,8 @@ def merge(records: Sequence[RunRecord]) -> MergedSession:
     gate = first.session["gate"]
     decision = SessionDecision(str(gate["baseline_name"]), score_only=bool(gate["score_only"]),
                                pooled_weights=dict(first.session["alpha_split"].get("pooled", {})),
-                               error_control=str(gate["error_control"]))
+                               error_control=str(gate["error_control"]),
+                               early_stop_verdicts=bool(gate.get("early_stop_verdicts", False)))
     for record in records:
         decision.results.extend(record.results)
         decision.custom_tests.update(record.custom_tests)

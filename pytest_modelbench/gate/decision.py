@@ -42,6 +42,7 @@ class SessionDecision:
     updating: bool = False
     # --early-stop: why a suite's pooled entries could not be settled (a stopped task failed to score on); fails
     pooled_problems: list[str] = field(default_factory=list)
+    early_stop_verdicts: bool = False  # --early-stop-verdicts: a pooled entry settles only at its full-run verdict
 
     def pooled(self) -> list[PooledEntry]:
         """The pooled entries of every suite with a pooled family and two or more compared tasks (gate/pooled.py);
@@ -73,7 +74,7 @@ class SessionDecision:
             stats = {r.task: [PoolingStats.from_json(raw) for raw in r.pooling] for r in compared}
             regressed = {r.task for r in compared if r.verdict == Verdict.REGRESSED.value}
             entries, unsettled = settle_pooled(pooled_entries(suite, stats, alpha=alpha, level=level), stats,
-                                               regressed)
+                                               regressed, self.early_stop_verdicts)
             if entries:
                 families.append((suite, entries, unsettled))
         return families

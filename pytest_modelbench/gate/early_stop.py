@@ -15,7 +15,9 @@ What settles a task at a look (`settle`), given the gate's own entries on the do
              DISAGREEMENT shared by the looks, bounds how often such a stop passes a task the full run blocks; it
              can only miss a regression, never block a candidate, so it does not touch the false-block rate. Each
              entry reports the full run's verdict where the interval lies in one of its regions (inconclusive,
-             pass, improved), else its verdict on the documents scored (inconclusive where that said regressed).
+             pass, improved), else its verdict on the documents scored (inconclusive where that said regressed);
+             with `full_run_verdicts` (--early-stop-verdicts) it stops only where every entry's full-run verdict is
+             known, so the verdicts it reports, not only the release decision, are the full run's.
              For a mean of 0/1 values the full run can also regress only beyond `binary_regression_edge`.
              Under EarlyStop's "task" (xdist workers, shards) a task of a suite with pooled entries keeps its
              documents for them: its pooled metrics' overall entries must also lie above minus the pooled margin
@@ -148,11 +150,13 @@ def restricted(baseline: BaselineRecord, keys: Sequence[str]) -> BaselineRecord:
 
 
 def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: int,
-           pooled: bool = False, binary: frozenset[str] = frozenset()) -> Settlement | None:
+           pooled: bool = False, binary: frozenset[str] = frozenset(),
+           full_run_verdicts: bool = False) -> Settlement | None:
     """The task's settlement at a look, or None to score on. `comparison`: the gate's on the documents scored so far;
     `totals`: each entry category's documents in the whole task; `looks`: the looks before the last block;
     `pooled`: the task's suite has pooled entries, whose documents it must keep unless it cannot add to a drop
-    they could see; `binary`: the metrics whose entries are means of 0/1 values per document."""
+    they could see; `binary`: the metrics whose entries are means of 0/1 values per document;
+    `full_run_verdicts`: settle not regressed only where every entry's full-run verdict is known."""
     entries = comparison.entries
     if not entries:
         return None
@@ -183,7 +187,8 @@ def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: 
         # Holm rejects nothing unless some entry's p-value is below its first-step level: no entry can regress
         # while none can reach it.
         first_step = alpha * weight / sum(weights)
-        outlook = (_full_run_outlook(entry, se, entry_total, alpha, first_step, looks, floor, entry.metric in binary)
+        outlook = (_full_run_outlook(entry, se, entry_total, alpha, first_step, looks, floor, entry.metric in binary,
+                                     full_run_verdicts)
                    if entry.n >= min(MIN_ENTRY_DOCUMENTS, math.ceil(entry_total / 2)) else None)
         if outlook is None:
             return None
@@ -206,10 +211,10 @@ def steadied_standard_errors(entries: Sequence[Entry]) -> list[float]:
 
 
 def _full_run_outlook(entry: Entry, se: float, total: int, alpha: float, first_step: float, looks: int,
-                      floor: float | None, binary: bool = False) -> Verdict | None:
+                      floor: float | None, binary: bool = False, full_run_verdicts: bool = False) -> Verdict | None:
     """None when the full run might still find this entry regressed (or, with a `floor`, its full-run delta below
-    it); else the verdict to report for it: the full run's when the documents scored so far settle it, else the
-    verdict on them (never regressed).
+    it; with `full_run_verdicts`, when its full-run verdict is not known); else the verdict to report for it: the
+    full run's when the documents scored so far settle it, else the verdict on them (never regressed).
 
     The full run's delta lies above delta − z × SE × sqrt((N − t) / (N − 1)) (sampling without replacement, t of N
     documents scored; z one-sided at DISAGREEMENT over the looks), and its standard error is about SE × sqrt(t / N).
@@ -232,21 +237,24 @@ def _full_run_outlook(entry: Entry, se: float, total: int, alpha: float, first_s
         may_regress = min(may_regress, -binary_regression_edge(entry.margin, z_first, total))
     if floor is not None:
         may_regress = max(may_regress, floor)
-    return _outlook(low, high, may_regress, entry.margin, NormalDist().inv_cdf(1 - alpha) * full_se, entry.verdict)
+    return _outlook(low, high, may_regress, entry.margin, NormalDist().inv_cdf(1 - alpha) * full_se, entry.verdict,
+                    full_run_verdicts)
 
 
 def _outlook(low: float, high: float, may_regress: float, margin: float, z_se: float,
-             on_scored: Verdict) -> Verdict | None:
+             on_scored: Verdict, full_run_verdicts: bool = False) -> Verdict | None:
     """The verdict of an entry whose full-run delta lies in [`low`, `high`]: None where that reaches below
     `may_regress`; else the full run's verdict where the interval lies in one of its regions (statistics.judge:
-    up to −margin + `z_se` inconclusive, up to margin + `z_se` pass, above improved), else `on_scored`, the
-    verdict on the documents scored, never regressed."""
+    up to −margin + `z_se` inconclusive, up to margin + `z_se` pass, above improved), else (None with
+    `full_run_verdicts`) `on_scored`, the verdict on the documents scored, never regressed."""
     if low < may_regress:
         return None
     bounds = (-margin + z_se, margin + z_se)
     region_of: Callable[[float], int] = lambda x: sum(x >= b for b in bounds)
     if region_of(low) == region_of(high):
         return (Verdict.INCONCLUSIVE, Verdict.PASS, Verdict.IMPROVED)[region_of(low)]
+    if full_run_verdicts:
+        return None
     return Verdict.INCONCLUSIVE if on_scored is Verdict.REGRESSED else on_scored
 
 
@@ -260,12 +268,13 @@ def binary_regression_edge(margin: float, z: float, total: int) -> float:
 
 
 def look(baseline: BaselineRecord, candidate: BaselineRecord, looks: int, pooled: bool = False,
-         documents: Sequence[Any] | None = None, aggregates: Mapping[str, Any] | None = None) -> Settlement | None:
+         documents: Sequence[Any] | None = None, aggregates: Mapping[str, Any] | None = None,
+         full_run_verdicts: bool = False) -> Settlement | None:
     """One look: the candidate's record of the documents scored so far (each of them one of the baseline's, the
     run comparable with it) compared with the baseline on those documents, at the candidate's tolerance, and
     settled (`settle`). `documents` and `aggregates`: what `compare` needs for metrics with their own aggregate."""
     return settle(compared_so_far(baseline, candidate, documents, aggregates), entry_totals(baseline), looks, pooled,
-                  means_of_0_1(baseline, aggregates))
+                  means_of_0_1(baseline, aggregates), full_run_verdicts)
 
 
 def compared_so_far(baseline: BaselineRecord, candidate: BaselineRecord, documents: Sequence[Any] | None = None,
@@ -280,10 +289,10 @@ def compared_so_far(baseline: BaselineRecord, candidate: BaselineRecord, documen
 
 
 def pooled_outlook(members: Sequence[PoolingStats], level: float, first_step: float,
-                   on_scored: Verdict) -> Verdict | None:
+                   on_scored: Verdict, full_run_verdicts: bool = False) -> Verdict | None:
     """A pooled entry's verdict when some of its tasks left documents unscored: None while the full run might still
-    find it regressed, else the full run's verdict where the documents scored settle it, else `on_scored` (its
-    verdict on them, never regressed). `members`: each pooled task's statistics of the entry's metric; `level`: the
+    find it regressed (with `full_run_verdicts`, while its full-run verdict is not known), else the full run's
+    verdict where the documents scored settle it, else `on_scored` (its verdict on them, never regressed). `members`: each pooled task's statistics of the entry's metric; `level`: the
     pooled family's; `first_step`: the entry's first-step level of the family's Holm (no pooled entry regresses
     unless one is below it).
 
@@ -308,7 +317,7 @@ def pooled_outlook(members: Sequence[PoolingStats], level: float, first_step: fl
     margin = POOLED_MARGIN_SHARE * float(weights @ np.array([s.margin for s in members]))
     half_width = NormalDist().inv_cdf(1 - DISAGREEMENT / BLOCKS) * math.sqrt(unknown)
     return _outlook(delta - half_width, delta + half_width, -margin - NormalDist().inv_cdf(1 - first_step) * full_se,
-                    margin, NormalDist().inv_cdf(1 - level) * full_se, on_scored)
+                    margin, NormalDist().inv_cdf(1 - level) * full_se, on_scored, full_run_verdicts)
 
 
 def pooled_look_blocks(look: int, block_count: int) -> int:
@@ -318,12 +327,13 @@ def pooled_look_blocks(look: int, block_count: int) -> int:
 
 
 def settle_pooled(entries: Sequence[PooledEntry], stats_by_task: Mapping[str, Sequence[PoolingStats]],
-                  regressed_tasks: Collection[str] = ()) -> tuple[list[PooledEntry], list[str]]:
+                  regressed_tasks: Collection[str] = (),
+                  full_run_verdicts: bool = False) -> tuple[list[PooledEntry], list[str]]:
     """(the pooled entries, each with unscored documents given the verdict `pooled_outlook` settles it at, or while
     unsettled its verdict on the documents scored; the metrics of those unsettled). An early stop can miss a
     regression, never add a block: an unsettled entry reports regressed only when one of its tasks is in
     `regressed_tasks` (the session fails on that task anyway). A look at a larger share of the tasks
-    (EarlyStop.pooling_at) is what settles the others."""
+    (EarlyStop.pooling_at) is what settles the others. `full_run_verdicts`: as for `pooled_outlook`."""
     settled, unsettled = [], []
     family = Counter(entry.suite for entry in entries)  # a suite's pooled entries share its level by Holm
     for entry in entries:
@@ -331,7 +341,8 @@ def settle_pooled(entries: Sequence[PooledEntry], stats_by_task: Mapping[str, Se
             settled.append(entry)
             continue
         members = [s for task in entry.tasks for s in stats_by_task[task] if s.metric == entry.metric]
-        verdict = pooled_outlook(members, entry.level, entry.level / family[entry.suite], entry.verdict)
+        verdict = pooled_outlook(members, entry.level, entry.level / family[entry.suite], entry.verdict,
+                                 full_run_verdicts)
         if verdict is None:
             unsettled.append(entry.metric)
             blocked_anyway = any(task in regressed_tasks for task in entry.tasks)
@@ -350,12 +361,14 @@ class EarlyStop:
     pooled entries keeps documents for them: "task" (its own look must see it cannot add to a drop spread over the
     suite), "suite" (it stops on its own verdict; its suite's pooled entries look at its first blocks later,
     `pooling_at`, scoring on where it stopped before them: the run's tasks must all be in one process), None (no
-    pooled entries)."""
+    pooled entries). `full_run_verdicts` (--early-stop-verdicts): stop not regressed only where every verdict the
+    task reports is the full run's (`settle`)."""
 
     def __init__(self, task_key: str, baseline: BaselineRecord, candidate_record: Callable[[Any], BaselineRecord],
-                 pooled: str | None = None):
+                 pooled: str | None = None, full_run_verdicts: bool = False):
         self.task_key = task_key
         self.pooled = pooled
+        self.full_run_verdicts = full_run_verdicts
         self.baseline = baseline
         self.candidate_record = candidate_record
         self.settlement: Settlement | None = None
@@ -411,7 +424,7 @@ class EarlyStop:
         comparison = self._compared(evaluation, candidate)
         self._pooling[self._blocks_done] = comparison.pooling
         self.settlement = settle(comparison, entry_totals(self.baseline), self._looks, self.pooled == "task",
-                                 means_of_0_1(self.baseline, evaluation.scores.aggregates()))
+                                 means_of_0_1(self.baseline, evaluation.scores.aggregates()), self.full_run_verdicts)
         return self.settlement is not None
 
     def _compared(self, evaluation: Any, candidate: BaselineRecord) -> TaskComparison:

@@ -222,7 +222,8 @@ def early_stop_for(identity: TaskId, runner: Any, *, policy: GatePolicy, store: 
         return None
     return EarlyStop(identity.key, baseline,
                      lambda evaluation: candidate_record(identity, evaluation, runner, policy=policy, split=split),
-                     pooled=None if identity.suite not in split.pooled else "suite" if one_process else "task")
+                     pooled=None if identity.suite not in split.pooled else "suite" if one_process else "task",
+                     full_run_verdicts=policy.early_stop_verdicts)
 
 
 def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePolicy, store: BaselineStore,

@@ -42,6 +42,7 @@ class GatePolicy:
     baseline_ref: BaselineRef | None = None  # read the baselines from a git ref
     weights: Mapping[str, float] = field(default_factory=dict)  # the ini's task weights, by '<suite>/<task>' key
     early_stop: bool = False  # --early-stop: score in blocks, stop once settled (gate/early_stop.py)
+    early_stop_verdicts: bool = False  # --early-stop-verdicts: stop only where every verdict is the full run's
     noise_floor: bool = False  # --noise-floor: score each task twice, store its noise floor (gate/noise_floor.py)
 
     @property
@@ -92,7 +93,7 @@ class GatePolicy:
             "baseline_name": self.baseline_name, "overrides": dict(sorted(self.overrides.items())),
             "error_control": self.error_control, "score_only": self.score_only,
             "baseline_ref": None if self.baseline_ref is None else self.baseline_ref.commit,
-            "early_stop": self.early_stop,
+            "early_stop": self.early_stop, "early_stop_verdicts": self.early_stop_verdicts,
         }
 
 
@@ -134,7 +135,8 @@ def checked_weights(lines: Sequence[str]) -> dict[str, float]:
 def checked_policy(
     *, baselines_dir: Path, baseline_name: str, overrides: Mapping[str, float], error_control: str, update: bool,
     update_new_only: bool, score_only: bool, baseline_ref: str | None, reports: Sequence[str] = (),
-    weights: Mapping[str, float] | None = None, early_stop: bool = False, noise_floor: bool = False,
+    weights: Mapping[str, float] | None = None, early_stop: bool = False, early_stop_verdicts: bool = False,
+    noise_floor: bool = False,
 ) -> GatePolicy:
     """The policy, or GateOptionError for options that cannot go together. `reports`: the gate-report options given
     (--md-report ...), which --score-only refuses."""
@@ -173,8 +175,11 @@ def checked_policy(
             f"--early-stop scores part of each task and cannot go with {given}: a baseline holds every document "
             "(and --score-only has no verdict to settle)"
         )
+    if early_stop_verdicts and not early_stop:
+        raise GateOptionError("--early-stop-verdicts says how --early-stop stops a task: give --early-stop too")
     return GatePolicy(
         baselines_dir=baselines_dir, baseline_name=baseline_name, overrides=dict(overrides),
         error_control=error_control, update=update, update_new_only=update_new_only, score_only=score_only,
-        baseline_ref=ref, weights=dict(weights or {}), early_stop=early_stop, noise_floor=noise_floor,
+        baseline_ref=ref, weights=dict(weights or {}), early_stop=early_stop,
+        early_stop_verdicts=early_stop_verdicts, noise_floor=noise_floor,
     )

@@ -83,6 +83,10 @@ def add_options(parser: pytest.Parser, group: Any) -> None:
     group.addoption("--early-stop", action="store_true",
                     help="score each task's documents in a seeded random order in blocks and stop once its verdict "
                     "is settled (always-valid tests: the false-block rate is the full run's); off by default")
+    group.addoption("--early-stop-verdicts", action="store_true",
+                    help="with --early-stop: stop a task only where every verdict it reports (pass, inconclusive, "
+                    "improved, not only whether it regressed) is the full run's; saves documents only on unchanged "
+                    "checkpoints and clear regressions")
     group.addoption("--md-report", default=None, metavar="PATH", help="write the gate results as markdown to PATH")
     group.addoption("--html-report", default=None, metavar="PATH",
                     help="write the gate results as one self-contained HTML page (charts, tables, changed documents)")
@@ -176,6 +180,7 @@ def _policy(config: pytest.Config) -> GatePolicy:
             reports=[name for name in ("--md-report", "--html-report") if config.getoption(name) is not None],
             weights=checked_weights(config.getini(WEIGHTS_INI)),
             early_stop=bool(config.getoption("--early-stop")),
+            early_stop_verdicts=bool(config.getoption("--early-stop-verdicts")),
             noise_floor=bool(config.getoption("--noise-floor")),
         )
     except GateOptionError as exc:
@@ -204,7 +209,8 @@ class GateSession:
         self.early_stops: dict[str, EarlyStop] = {}
         self.decision = SessionDecision(self.policy.baseline_name, score_only=self.policy.score_only,
                                         display=self.store.display, error_control=self.policy.error_control,
-                                        updating=self.policy.writes)
+                                        updating=self.policy.writes,
+                                        early_stop_verdicts=self.policy.early_stop_verdicts)
 
     @property
     def baseline_name(self) -> str:

@@ -76,6 +76,13 @@ def test_early_stop_refuses_to_record_or_to_run_without_a_gate(quiz, other):
     run.stderr.fnmatch_lines([f"*--early-stop scores part of each task and cannot go with {other}*"])
 
 
+def test_early_stop_verdicts_needs_early_stop(quiz):
+    run = quiz.runpytest("-p", "no:cacheprovider", "--backend=skilled:make", "--model=skill-600",
+                         "--early-stop-verdicts", "suites/quiz")
+    assert run.ret == pytest.ExitCode.USAGE_ERROR
+    run.stderr.fnmatch_lines(["*--early-stop-verdicts says how --early-stop stops a task: give --early-stop too*"])
+
+
 POOLED_TASKS = ("quiz_a", "quiz_b", "quiz_c")
 
 
@@ -124,6 +131,26 @@ def test_stopped_tasks_score_on_until_their_suites_pooled_entry_is_settled(poole
         assert scored <= 3 * DOCUMENTS // 2 and pooled["unscored"] > 0
         early.stdout.fnmatch_lines([f"*quiz*acc*3*{scored:,} of {3 * DOCUMENTS:,}*{pooled_verdict}*",
                                     "n 'k of N': --early-stop scored k of the pooled tasks' N documents*"])
+
+
+def verdicts(document):
+    """Each task's verdict and its entries', and the pooled entries', from a results JSON."""
+    return ({key: (outcome["status"], [entry["verdict"] for entry in outcome["entries"]])
+             for key, outcome in document["gate"].items()}, [pooled["verdict"] for pooled in document["pooled"]])
+
+
+@pytest.mark.parametrize("candidate", [
+    "skill-597",  # the full run passes every task; stopped early, they report inconclusive (on what they scored)
+    "skill-606",  # the full run's pooled entry is improved; stopped early, pass
+])
+def test_early_stop_verdicts_reports_the_full_runs_verdicts_not_only_its_decision(pooled_quiz, candidate):
+    full, full_document, _ = gate_pooled(pooled_quiz, candidate)
+    decision, decision_document, _ = gate_pooled(pooled_quiz, candidate, "--early-stop")
+    same, same_document, scored = gate_pooled(pooled_quiz, candidate, "--early-stop", "--early-stop-verdicts")
+    assert full.ret == decision.ret == same.ret == pytest.ExitCode.OK  # the release decision: the full run's
+    assert verdicts(decision_document) != verdicts(full_document)
+    assert verdicts(same_document) == verdicts(full_document)
+    assert any("stopped early" in outcome["note"] for outcome in same_document["gate"].values())
 
 
 def test_a_task_that_cannot_score_on_for_its_pooled_entry_fails_the_session(pooled_quiz, monkeypatch):
