@@ -146,7 +146,7 @@ def verdicts(document):
 def test_early_stop_verdicts_reports_the_full_runs_verdicts_not_only_its_decision(pooled_quiz, candidate):
     full, full_document, _ = gate_pooled(pooled_quiz, candidate)
     decision, decision_document, _ = gate_pooled(pooled_quiz, candidate, "--early-stop")
-    same, same_document, scored = gate_pooled(pooled_quiz, candidate, "--early-stop", "--early-stop-verdicts")
+    same, same_document, _ = gate_pooled(pooled_quiz, candidate, "--early-stop", "--early-stop-verdicts")
     assert full.ret == decision.ret == same.ret == pytest.ExitCode.OK  # the release decision: the full run's
     assert verdicts(decision_document) != verdicts(full_document)
     assert verdicts(same_document) == verdicts(full_document)
@@ -161,7 +161,7 @@ def test_a_task_that_cannot_score_on_for_its_pooled_entry_fails_the_session(pool
     assert own_stops < 3 * DOCUMENTS  # the pooled looks score on (the test above)
     monkeypatch.setenv("SKILLED_NAN_AFTER", str(2 * own_stops))  # every request past the tasks' own stops
 
-    run, broken, scored = gate_pooled(pooled_quiz, "skill-592", "--early-stop")
+    run, broken, _ = gate_pooled(pooled_quiz, "skill-592", "--early-stop")
     assert run.ret == pytest.ExitCode.TESTS_FAILED
     run.assert_outcomes(passed=3)  # each task's own verdict stands
     assert broken["gate"] == document["gate"]

@@ -69,9 +69,10 @@ def _flipped(base: np.ndarray, share: float, rng: np.random.Generator, direction
     return np.where(moved & (base == (1 if direction < 0 else 0)), 1 - base, base)
 
 
-def look(baseline, candidate, scored: int, looks: int = 7):
+def look(baseline, candidate, scored: int, looks: int = 7, full_run_verdicts: bool = False):
     keys = [baseline.doc_keys[i] for i in early_stop.scoring_order(len(baseline.doc_keys), "suite/probe")[:scored]]
-    return early_stop.look(baseline, early_stop.restricted(candidate, keys), looks)
+    return early_stop.look(baseline, early_stop.restricted(candidate, keys), looks,
+                           full_run_verdicts=full_run_verdicts)
 
 
 @pytest.fixture
@@ -313,9 +314,7 @@ def test_with_full_run_verdicts_a_stop_reports_the_full_runs_verdict_of_every_en
         full = {(e.metric, e.category): e.verdict for e in compare(baseline, candidate, candidate.tolerance).entries}
         for full_run_verdicts in (False, True):
             for scored in range(375, 3000, 375):
-                keys = [baseline.doc_keys[i] for i in early_stop.scoring_order(3000, "suite/probe")[:scored]]
-                settled = early_stop.look(baseline, early_stop.restricted(candidate, keys), 7,
-                                          full_run_verdicts=full_run_verdicts)
+                settled = look(baseline, candidate, scored, full_run_verdicts=full_run_verdicts)
                 if settled is not None:
                     early = {(e.metric, e.category): e.verdict for e in settled.comparison.entries}
                     differ[full_run_verdicts] += early != full
