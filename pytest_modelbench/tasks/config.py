@@ -138,15 +138,21 @@ class TaskConfig:
         return self.fewshot_split or self.training_split or self.validation_split or self.test_split
 
 
+# Above 0.5 a candidate inside its margin would be blocked more often than not; below 1e-9 no test of a few
+# thousand documents can ever block. Weights are relative, so a million to one is as uneven as a split gets.
+ALPHA_RANGE = (1e-9, 0.5)
+WEIGHT_RANGE = (1e-6, 1e6)
+
+
 def gate_value_problem(key: str, value: Any) -> str | None:
     """What is wrong with a gate tolerance value (YAML `modelbench.gate`, a --gate-* option or an ini weight), if
     anything."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return f"must be a number, got {value!r}"
-    if key == "alpha" and not 0 < value < 1:
-        return f"must lie strictly between 0 and 1, got {value!r}"
-    if key == "weight" and not value > 0:
-        return f"must be > 0, got {value!r}"
+    if key == "alpha" and not ALPHA_RANGE[0] <= value <= ALPHA_RANGE[1]:
+        return f"must lie between {ALPHA_RANGE[0]:g} and {ALPHA_RANGE[1]:g}, got {value!r}"
+    if key == "weight" and not WEIGHT_RANGE[0] <= value <= WEIGHT_RANGE[1]:
+        return f"must lie between {WEIGHT_RANGE[0]:g} and {WEIGHT_RANGE[1]:g}, got {value!r}"
     if value < 0:
         return f"must be >= 0, got {value!r}"
     return None
