@@ -532,15 +532,18 @@ def lm_eval_missing(exc: BaseException) -> str | None:
 
 
 def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: bool) -> TaskFunction:
+    where = f"{path}: key '{key}'"
+    if ref.yaml_file.resolve() != Path(path).resolve():  # written in a group's entry for the task, or an include
+        where += f" (written in {ref.yaml_file})"
     if not allow_task_code:
         raise TaskConfigError(
-            f"{path}: key '{key}' uses '!function {ref.dotted_name}', which runs Python code from the suite "
+            f"{where} uses '!function {ref.dotted_name}', which runs Python code from the suite "
             "folder; pass --allow-task-code to allow it"
         )
     module_name, _, attr = ref.dotted_name.rpartition(".")
     module_file = ref.yaml_dir / (module_name.replace(".", "/") + ".py")
     if not module_file.is_file():
-        raise TaskConfigError(f"{path}: key '{key}': module file {module_file} not found")
+        raise TaskConfigError(f"{where}: module file {module_file} not found")
     spec = importlib.util.spec_from_file_location(f"modelbench_task_code.{module_name}", module_file)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -551,9 +554,9 @@ def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: b
         if isinstance(exc, ImportError) and problem is exc:
             problem = (f"{exc} (for a task of lm-eval's tasks folder, {LMEVAL_EXTRA} installs lm-eval's task "
                        "dependencies)")
-        raise TaskConfigError(f"{path}: key '{key}': cannot load {ref.dotted_name}: {problem}") from None
+        raise TaskConfigError(f"{where}: cannot load {ref.dotted_name}: {problem}") from None
     if not callable(function):
-        raise TaskConfigError(f"{path}: key '{key}': {ref.dotted_name} is not a function")
+        raise TaskConfigError(f"{where}: {ref.dotted_name} is not a function")
     return TaskFunction(ref.dotted_name, function)
 
 
