@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -15,6 +16,8 @@ def write_text_atomic(path: Path, text: str) -> None:
     the umask), not the temporary file's private 0600.
     """
     path = Path(path)
+    if path.exists() and not path.is_file():  # a device, a pipe: renaming over it would replace it
+        raise OSError(errno.EEXIST, "exists and is not a regular file", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 import urllib.parse
 from pathlib import Path
 
@@ -90,20 +91,34 @@ def check_progress_interval() -> None:
 
 
 def output_path(option: str, value: str | None, base: Path) -> Path | None:
-    """A file the run writes at its end (`--results-json`, `--md-report`): its folder must be creatable and writable
-    now, so that a long run does not end without its results."""
-    if not value:
+    """A file the run writes at its end (`--results-json`, `--md-report`): checked now, so that a long run does not
+    end without its results and never replaces what is not an ordinary file. A file is written into its folder
+    and renamed over the path, so the folder must take a new file: a probe file is created and removed there."""
+    if value is None:
         return None
-    path = base / value
+    if not value.strip():
+        raise pytest.UsageError(f"{option} needs a file path, got {value!r}")
+    path = (base / value).resolve()  # a link is followed: its target is the file written
     if path.is_dir():
         raise pytest.UsageError(f"{option} {value}: is a folder, expected a file path")
+    if path.exists() and not path.is_file():
+        raise pytest.UsageError(f"{option} {value}: is not a regular file (a device, pipe or socket); "
+                                "name a new file or an ordinary one to replace")
+    if path.exists() and not path.stat().st_mode & 0o222:
+        raise pytest.UsageError(f"{option} {value}: the file is read-only; make it writable or name another file")
     folder = path.parent
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
         raise pytest.UsageError(f"{option} {value}: cannot create the file, {folder} is not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"{option} {value}: folder {folder} is not writable")
+    try:
+        probe_fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".probe")
+        os.close(probe_fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"{option} {value}: folder {folder} does not take new files ({exc.strerror or exc})"
+        ) from None
     return path
 
 

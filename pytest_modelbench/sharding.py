@@ -18,8 +18,11 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 from pytest_modelbench.errors import ModelbenchError
 
 
+MAX_SHARDS = 10_000  # far more machines than any session's items; a larger N is a typo
+
+
 class ShardError(ModelbenchError):
-    """A --shard value that is not K/N with 1 ≤ K ≤ N."""
+    """A --shard value that is not K/N with 1 ≤ K ≤ N ≤ MAX_SHARDS."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,8 @@ class Shard:
 
 def parse_shard(text: str) -> Shard:
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
-    if not match or not 1 <= int(match[1]) <= int(match[2]):
-        raise ShardError(f"--shard must be K/N with 1 <= K <= N (shard K of N), got {text!r}")
+    if not match or not 1 <= int(match[1]) <= int(match[2]) <= MAX_SHARDS:
+        raise ShardError(f"--shard must be K/N with 1 <= K <= N <= {MAX_SHARDS:,} (shard K of N), got {text!r}")
     return Shard(int(match[1]), int(match[2]))
 
 

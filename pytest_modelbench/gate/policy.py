@@ -59,13 +59,14 @@ class GatePolicy:
         return split.applied(resolve_tolerance(task_config, self.overrides, metrics), key)
 
     def alpha_split(self, yaml_weights: Mapping[str, float | None], collected: Iterable[str],
-                    item_metrics: Mapping[str, Iterable[str]] | None = None) -> AlphaSplit:
+                    item_metrics: Mapping[str, Iterable[str]] | None = None,
+                    known_suites: Iterable[str] | None = None) -> AlphaSplit:
         """How alpha is split over the gated items, `yaml_weights`: each one's YAML weight (None: not set) by key, the
         ini's overriding; `item_metrics`: each gated item's poolable metrics, which decide the suites with pooled
         entries (gate/pooled.py; their family weighs WEIGHT_SHARE of the suite's items unless the ini sets
         '<suite>/*'). GateOptionError for an ini weight that names no `collected` task (or pooled suite) of a suite
         collected (a typo would silently leave the task at weight 1); a suite not collected this run may keep its
-        weights."""
+        weights if it is one of `known_suites` (the project's suites, when the caller knows them)."""
         weights = {key: self.weights.get(key, DEFAULT_WEIGHT if weight is None else weight)
                    for key, weight in yaml_weights.items()}
         pooled_suites = pooled.pooled_suites({key: item_metrics.get(key, ()) for key in weights}
@@ -79,6 +80,14 @@ class GatePolicy:
         known = set(collected) | {pooled.pooled_key(suite) for suite in pooled_suites}
         suites = {key.split("/", 1)[0] for key in collected}
         unknown = sorted(key for key in set(self.weights) - known if key.split("/", 1)[0] in suites)
+        if known_suites is not None:
+            everywhere = suites | set(known_suites)
+            strays = sorted(key for key in self.weights if key.split("/", 1)[0] not in everywhere)
+            if strays:
+                raise GateOptionError(
+                    f"{WEIGHTS_INI} names a suite that is in no modelbench_suites folder: {', '.join(strays)} "
+                    f"(suites: {', '.join(sorted(everywhere)) or 'none'})"
+                )
         if unknown:
             raise GateOptionError(
                 f"{WEIGHTS_INI} names no collected task or pooled suite: {', '.join(unknown)} (keys are "

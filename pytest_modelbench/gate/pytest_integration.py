@@ -49,7 +49,7 @@ from pytest_modelbench.gate.settings import DEFAULT_TOLERANCE
 from pytest_modelbench.gate.storage import YAML_SUFFIXES, BaselineStore
 from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineSite, BaselineUpdateExtension
 from pytest_modelbench.metrics.registry import resolve_metrics
-from pytest_modelbench.tasks.identity import TaskId, identify
+from pytest_modelbench.tasks.identity import TaskId, identify, suites_under
 
 DEFAULT_BASELINES_DIR = "baselines"
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
@@ -232,7 +232,8 @@ class GateSession:
         try:
             self.split = self.policy.alpha_split({item.task_id.key: yaml_weight(item) for item in gated},
                                                  self.collected, {item.task_id.key: poolable_metrics(item)
-                                                                  for item in gated})
+                                                                  for item in gated},
+                                                 suites_under(self.suite_roots) if self.suite_roots else None)
         except GateOptionError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.decision.pooled_weights = dict(self.split.pooled)

@@ -7,6 +7,7 @@ controller inside each test report); the terminal summary and `--md-report` are 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -523,8 +524,17 @@ def pooled_lines(entries: Sequence[PooledEntry], by_merge: Sequence[str] = (), u
     return lines
 
 
+_MD_SPECIAL = re.compile(r"[\\`*\[\]|!#~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_HTML_SPECIAL = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
 def _md_escape(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text from task files and data (names, categories, paths) as literal markdown: no HTML, link, emphasis or
+    table cell boundary passes through to a rendered pull-request comment. Intraword underscores stay as they are
+    (task names read `crows_pairs_english`), since they start no emphasis."""
+    text = re.sub(r"\s*[\r\n]+\s*", " ", str(text))
+    text = "".join(_HTML_SPECIAL.get(char, char) for char in text)
+    return _MD_SPECIAL.sub(lambda match: "\\" + match.group(0), text)
 
 
 def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence[str] = (),
@@ -566,13 +576,14 @@ def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence
                 cells = (
                     e["metric"], "(all)" if e["category"] is None else e["category"], e["n"],
                     format_number(e["baseline"]), format_number(e["candidate"]), format_delta(e["delta"]),
-                    format_number(e["margin"]), format_p(e["p_value"]), format_number(e["mde"]), f"**{e['verdict']}**"
-                    if e["verdict"] == Verdict.REGRESSED.value else e["verdict"],
+                    format_number(e["margin"]), format_p(e["p_value"]), format_number(e["mde"]),
                 )
-                lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
+                verdict = _md_escape(e["verdict"])
+                verdict = f"**{verdict}**" if e["verdict"] == Verdict.REGRESSED.value else verdict
+                lines.append("| " + " | ".join([*(_md_escape(c) for c in cells), verdict]) + " |")
             if len(result.entries) > MAX_TABLE_ROWS:
                 lines.append(f"\n... {len(result.entries) - MAX_TABLE_ROWS} more rows")
         lines += ["", f"<sub>{LEGEND}</sub>"]
     if unused:
-        lines += ["", f"Unused baselines ({len(unused)}): " + ", ".join(f"`{_md_escape(u)}`" for u in unused)]
+        lines += ["", f"Unused baselines ({len(unused)}): " + ", ".join(_md_escape(u) for u in unused)]
     return "\n".join(lines) + "\n"

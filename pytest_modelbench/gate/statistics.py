@@ -147,8 +147,13 @@ def detectable_regression(
         raise ValueError(f"standard_error and margin must be >= 0, got {standard_error}, {margin}")
     if not 0 < alpha < 1 or not 0 < power < 1:
         raise ValueError(f"alpha and power must be in (0, 1), got {alpha}, {power}")
-    z = NormalDist().inv_cdf
-    return margin + (z(1 - alpha) + z(power)) * standard_error
+    return margin + (upper_quantile(alpha) + NormalDist().inv_cdf(power)) * standard_error
+
+
+def upper_quantile(level: float) -> float:
+    """z_{1-level}, the standard normal's upper `level` quantile, computed as −z_level: 1 − level rounds to 1 for
+    the tiny levels a session's alpha split can give (alpha 1e-9 shared by thousands of tasks)."""
+    return -NormalDist().inv_cdf(level)
 
 
 def paired_binary_standard_error(baseline: np.ndarray, candidate: np.ndarray) -> float:
@@ -217,7 +222,7 @@ def judge(
         verdict = Verdict.REGRESSED
     elif p_better < alpha:
         verdict = Verdict.IMPROVED
-    elif delta - NormalDist().inv_cdf(1 - alpha) * standard_error >= -margin:
+    elif delta - upper_quantile(alpha) * standard_error >= -margin:
         verdict = Verdict.PASS
     else:
         verdict = Verdict.INCONCLUSIVE

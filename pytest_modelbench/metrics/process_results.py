@@ -140,6 +140,10 @@ def document_values(config: TaskConfig, doc: DocumentRequests, response: Any) ->
                 raise DocumentError(f"{where}: {function} returned {value!r} ({type(value).__name__}) for metric "
                                     f"{name!r}; only numbers are supported (or, for an `aggregation: !function`, "
                                     "lists of numbers)")
+            elif not math.isfinite(value):
+                raise DocumentError(f"{where}: {function} returned {value!r} for metric {name!r}; a metric value "
+                                    "must be a finite number (a score cannot be averaged or compared with NaN or "
+                                    "infinity in it)")
             else:
                 values[key] = float(value)
     return values

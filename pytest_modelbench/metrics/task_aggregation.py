@@ -48,7 +48,7 @@ class TaskAggregation:
             value = self.how(arguments)
         except TaskCodeError as exc:
             raise MetricError(f"metric '{self.key}', aggregation {exc}") from None
-        if not isinstance(value, numbers.Real):
+        if not isinstance(value, numbers.Real) or not math.isfinite(value):
             raise MetricError(f"metric '{self.key}': aggregation !function {self.how.dotted_name} returned "
-                              f"{value!r} ({type(value).__name__}), not a number")
+                              f"{value!r} ({type(value).__name__}), not a finite number")
         return float(value)

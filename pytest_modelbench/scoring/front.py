@@ -20,6 +20,7 @@ from pytest_modelbench.scoring.backend import (
 )
 from pytest_modelbench.scoring.cached import score_greedy_requests, score_requests, score_with_cache
 from pytest_modelbench.scoring.cached_generation import generate_with_cache, generation_keys
+from pytest_modelbench.scoring.custom_backend import CheckedBackend
 from pytest_modelbench.scoring.progress import ScoringProgress
 
 Namer = Callable[[int], str]  # a request's index → where it is, for messages ("<task>, document 3, choice 1 (' b')")
@@ -57,7 +58,8 @@ def task_name(prepared) -> str:
 
 
 def backend_name(backend) -> str:
-    return f"backend {type(backend).__name__} (model '{backend.describe().name}')"
+    kind = backend.kind if isinstance(backend, CheckedBackend) else type(backend).__name__
+    return f"backend {kind} (model '{backend.describe().name}')"
 
 
 class ScoringFront:

@@ -138,15 +138,21 @@ class TaskConfig:
         return self.fewshot_split or self.training_split or self.validation_split or self.test_split
 
 
+# Above 0.5 a candidate inside its margin would be blocked more often than not; below 1e-9 no test of a few
+# thousand documents can ever block. Weights are relative, so a million to one is as uneven as a split gets.
+ALPHA_RANGE = (1e-9, 0.5)
+WEIGHT_RANGE = (1e-6, 1e6)
+
+
 def gate_value_problem(key: str, value: Any) -> str | None:
     """What is wrong with a gate tolerance value (YAML `modelbench.gate`, a --gate-* option or an ini weight), if
     anything."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return f"must be a number, got {value!r}"
-    if key == "alpha" and not 0 < value < 1:
-        return f"must lie strictly between 0 and 1, got {value!r}"
-    if key == "weight" and not value > 0:
-        return f"must be > 0, got {value!r}"
+    if key == "alpha" and not ALPHA_RANGE[0] <= value <= ALPHA_RANGE[1]:
+        return f"must lie between {ALPHA_RANGE[0]:g} and {ALPHA_RANGE[1]:g}, got {value!r}"
+    if key == "weight" and not WEIGHT_RANGE[0] <= value <= WEIGHT_RANGE[1]:
+        return f"must lie between {WEIGHT_RANGE[0]:g} and {WEIGHT_RANGE[1]:g}, got {value!r}"
     if value < 0:
         return f"must be >= 0, got {value!r}"
     return None
@@ -526,15 +532,18 @@ def lm_eval_missing(exc: BaseException) -> str | None:
 
 
 def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: bool) -> TaskFunction:
+    where = f"{path}: key '{key}'"
+    if ref.yaml_file.resolve() != Path(path).resolve():  # written in a group's entry for the task, or an include
+        where += f" (written in {ref.yaml_file})"
     if not allow_task_code:
         raise TaskConfigError(
-            f"{path}: key '{key}' uses '!function {ref.dotted_name}', which runs Python code from the suite "
+            f"{where} uses '!function {ref.dotted_name}', which runs Python code from the suite "
             "folder; pass --allow-task-code to allow it"
         )
     module_name, _, attr = ref.dotted_name.rpartition(".")
     module_file = ref.yaml_dir / (module_name.replace(".", "/") + ".py")
     if not module_file.is_file():
-        raise TaskConfigError(f"{path}: key '{key}': module file {module_file} not found")
+        raise TaskConfigError(f"{where}: module file {module_file} not found")
     spec = importlib.util.spec_from_file_location(f"modelbench_task_code.{module_name}", module_file)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -545,9 +554,9 @@ def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: b
         if isinstance(exc, ImportError) and problem is exc:
             problem = (f"{exc} (for a task of lm-eval's tasks folder, {LMEVAL_EXTRA} installs lm-eval's task "
                        "dependencies)")
-        raise TaskConfigError(f"{path}: key '{key}': cannot load {ref.dotted_name}: {problem}") from None
+        raise TaskConfigError(f"{where}: cannot load {ref.dotted_name}: {problem}") from None
     if not callable(function):
-        raise TaskConfigError(f"{path}: key '{key}': {ref.dotted_name} is not a function")
+        raise TaskConfigError(f"{where}: {ref.dotted_name} is not a function")
     return TaskFunction(ref.dotted_name, function)
 
 

@@ -229,6 +229,9 @@ def index_root(group_file: Path, suite_roots: Iterable[Path]) -> Path:
     return max(holders, key=lambda r: len(r.parts)) if holders else group_file.resolve().parent
 
 
+MAX_GROUP_DEPTH = 32  # lm-eval's deepest groups nest 3 levels; far beyond that is a generated or broken tree
+
+
 def resolve_group(config: GroupConfig, index: TaskIndex, overrides: dict[str, Any] | None = None,
                   _chain: tuple[str, ...] = ()) -> GroupTree:
     """The group's tree; a name that is no task, tag or group of the index, a cycle, or a task reached twice is an
@@ -241,6 +244,9 @@ def resolve_group(config: GroupConfig, index: TaskIndex, overrides: dict[str, An
         if name in index.groups:
             if name in chain:
                 raise TaskConfigError(f"{config.source}: group cycle: {' -> '.join((*chain, name))}")
+            if len(chain) >= MAX_GROUP_DEPTH:
+                raise TaskConfigError(f"{config.source}: groups nest more than {MAX_GROUP_DEPTH} levels deep "
+                                      f"({chain[0]} -> ... -> {config.group} -> {name}); flatten the tree")
             merged.pop("task", None)  # the entry's name, not a setting of the group's tasks
             children.append(resolve_group(load_group_config(index.groups[name]), index, merged, chain))
         elif name in index.tasks:

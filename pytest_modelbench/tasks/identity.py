@@ -46,6 +46,12 @@ def suite_of(folder: Path, suite_roots: Iterable[Path]) -> str:
     return folder.name
 
 
+def suites_under(suite_roots: Iterable[Path]) -> set[str]:
+    """Every suite that the `modelbench_suites` folders hold a YAML of."""
+    roots = [Path(r) for r in suite_roots]
+    return {suite_of(path.parent, roots) for root in roots if root.is_dir() for path in root.rglob("*.yaml")}
+
+
 def identify(yaml_path: Path, task: str, suite_roots: Iterable[Path]) -> TaskId:
     return TaskId(suite_of(Path(yaml_path).parent, suite_roots), task)
 

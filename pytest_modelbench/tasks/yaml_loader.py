@@ -18,7 +18,11 @@ class FunctionRef:
     """A `!function module.attr` tag; resolved only when the user allows task code."""
 
     dotted_name: str
-    yaml_dir: Path
+    yaml_file: Path  # the file the tag is written in: its module is looked up beside it, errors name it
+
+    @property
+    def yaml_dir(self) -> Path:
+        return self.yaml_file.parent
 
     def __repr__(self) -> str:  # as the YAML spells it, in error messages
         return f"!function {self.dotted_name}"
@@ -30,7 +34,7 @@ class _TaskYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
 
 
 def _construct_function(loader: _TaskYamlLoader, node: yaml.Node) -> FunctionRef:
-    return FunctionRef(loader.construct_scalar(node), loader.yaml_dir)
+    return FunctionRef(loader.construct_scalar(node), loader.yaml_file)
 
 
 _TaskYamlLoader.add_constructor("!function", _construct_function)
@@ -55,7 +59,7 @@ def _parse(path: Path, content: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise TaskConfigError(f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
     loader = _TaskYamlLoader(text)
-    loader.yaml_dir = path.parent
+    loader.yaml_file = path
     try:
         data = loader.get_single_data()
     except yaml.YAMLError as exc:

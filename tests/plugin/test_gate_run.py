@@ -115,7 +115,7 @@ def test_tolerance_from_the_yaml_and_cli_overrides(pytester, tiny_model, bad_mod
     result.stdout.fnmatch_lines(["*gate_probe*inconclusive*", "*inconclusive*acc ?disagree?: n=20, delta -1.0000*(passes)"])
     result = run_gate(pytester, bad_model, "--gate-alpha=2")
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["*--gate-alpha must lie strictly between 0 and 1, got 2.0*"])
+    result.stderr.fnmatch_lines(["*--gate-alpha must lie between 1e-09 and 0.5, got 2.0*"])
 
 
 def test_baseline_is_chosen_by_name_never_by_model_id(pytester, tiny_model, bad_model, probe_docs):

@@ -65,6 +65,19 @@ def test_an_ini_weight_naming_no_collected_task_is_a_usage_error(pytester):
     assert pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-k", TASKS[1]).ret == pytest.ExitCode.OK
 
 
+def test_an_ini_weight_whose_suite_is_a_typo_is_a_usage_error(pytester):
+    """A suite part naming no suite of the project (here 'porbe') was kept silently, as for a suite not collected."""
+    weighted_project(pytester, "    porbe/gate_probe_0 = 3\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*modelbench_gate_weights names a suite that is in no modelbench_suites folder: "
+                                 "porbe/gate_probe_0 (suites: probe)*"])
+    (pytester.path / "suites" / "other").mkdir()  # a suite of the project not collected this run keeps its weights
+    (pytester.path / "suites" / "other" / "t.yaml").write_text("task: t\n")
+    weighted_project(pytester, "    other/t = 3\n")
+    assert pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "suites/probe").ret == pytest.ExitCode.OK
+
+
 def test_a_bad_ini_weight_is_a_usage_error_naming_it(pytester):
     weighted_project(pytester, f"    {HEAVY} = heavy\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only")

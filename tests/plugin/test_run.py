@@ -77,7 +77,7 @@ def test_static_task_errors_are_collection_errors_naming_file_and_key(pytester, 
         "*cycle.yaml: include cycle*",
         "*metric.yaml: unknown metric 'bleu'*",
         "*syntax.yaml: key 'doc_to_text': template error (line 1): *",
-        "*margin.yaml: key 'modelbench.gate.alpha' must lie strictly between 0 and 1, got 1.5",
+        "*margin.yaml: key 'modelbench.gate.alpha' must lie between 1e-09 and 0.5, got 1.5",
         "*delimiter.yaml: key 'target_delimiter' must be a string, got 7",
     ]
     for args in (["--collect-only"], []):  # a lint step without a model, and a run without --model

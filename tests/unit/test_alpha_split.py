@@ -67,8 +67,9 @@ def test_ini_weight_lines():
     bad = {
         f"{KEYS[0]} 3": "must read '<suite>/<task> = <weight>'",
         "crows_pairs_english = 3": "must read '<suite>/<task> = <weight>'",
-        f"{KEYS[0]} = 0": "must be > 0, got 0.0",
-        f"{KEYS[0]} = -2": "must be > 0",
+        f"{KEYS[0]} = 0": r"must lie between 1e-06 and 1e\+06, got 0.0",
+        f"{KEYS[0]} = -2": r"must lie between 1e-06 and 1e\+06, got -2.0",
+        f"{KEYS[0]} = 1e-300": r"must lie between 1e-06 and 1e\+06, got 1e-300",
         f"{KEYS[0]} = inf": "must be a number",
         f"{KEYS[0]} = nan": "must be a number",
         f"{KEYS[0]} = heavy": "must be a number, got 'heavy'",
@@ -84,7 +85,7 @@ def test_ini_weight_lines():
 def test_a_bad_yaml_weight_names_the_file_and_the_key(tmp_path, value):
     path = tmp_path / "t.yaml"
     path.write_text(task_yaml("t", "data/t.jsonl") + f"  gate:\n    weight: {value}\n", encoding="utf-8")
-    with pytest.raises(TaskConfigError, match=rf"^{path}: key 'modelbench.gate.weight' must be"):
+    with pytest.raises(TaskConfigError, match=rf"^{path}: key 'modelbench.gate.weight' must"):
         load_task_config(path)
 
 
@@ -97,7 +98,8 @@ def test_task_and_group_yaml_weights(tmp_path):
                      "modelbench:\n  gate:\n    weight: 2\n", encoding="utf-8")
     assert load_group_config(group).gate.weight == 2
     group.write_text(group.read_text(encoding="utf-8").replace("weight: 2", "weight: 0"), encoding="utf-8")
-    with pytest.raises(TaskConfigError, match=rf"^{group}: key 'modelbench.gate.weight' must be > 0"):
+    with pytest.raises(TaskConfigError,
+                       match=rf"^{group}: key 'modelbench.gate.weight' must lie between 1e-06 and 1e\+06"):
         load_group_config(group)
 
 

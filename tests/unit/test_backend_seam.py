@@ -226,3 +226,79 @@ def test_a_seam_backend_scores_a_rolling_task_and_a_nan_names_its_document(tmp_p
 
     with pytest.raises(NonFiniteResultError, match=r"toy\.yaml: task 'toy', document 2: the model gave a non-finite"):
         evaluate_task(toy_task(tmp_path, "loglikelihood_rolling", ROLLING), ScoringFront(AnsweringBackend(values=spoil)))
+
+
+# --- a --backend MODULE:FACTORY's identity methods, checked behind CheckedBackend
+
+FACTORY_MODULE = '''
+from pytest_modelbench.scoring.backend import BackendInfo
+
+class Backend:
+    def __init__(self, describe, namespace):
+        self._describe, self._namespace = describe, namespace
+
+    def loglikelihoods(self, requests, on_batch=None):
+        return [0.0 for _ in requests]
+
+    def describe(self):
+        return self._describe()
+
+    def cache_namespace(self, shared_tokens):
+        return self._namespace()
+
+def good():
+    return BackendInfo("m", "fp", "causal", "", "cpu")
+
+def raises():
+    raise RuntimeError("no weights here")
+
+def make(model, model_args, device):
+    return Backend({"good": good, "raises": raises, "dict": lambda: {"name": "m"},
+                    "number": lambda: BackendInfo("m", 7, "causal", "", "cpu"),
+                    "kind": lambda: BackendInfo("m", "fp", "seq2seq", "", "cpu")}[model],
+                   {"shared": lambda: "shared-namespace", "int": lambda: 3}[model_args or "shared"])
+
+def make_other(model, model_args, device):
+    backend = make(model, model_args, device)
+    backend.describe = lambda: BackendInfo("other", "fp-other", "causal", "", "cpu")
+    return backend
+'''
+
+
+@pytest.fixture
+def factory_module(tmp_path):
+    from pytest_modelbench.scoring.custom_backend import BackendFactory
+
+    (tmp_path / "seam_factory.py").write_text(FACTORY_MODULE, encoding="utf-8")
+    yield lambda spec="seam_factory:make": BackendFactory(spec, rootdir=tmp_path)
+    import sys
+    sys.modules.pop("seam_factory", None)
+
+
+@pytest.mark.parametrize(("model", "message"), [
+    ("raises", r"Backend.describe\(\) raised RuntimeError: no weights here"),
+    ("dict", r"Backend.describe\(\) returned dict \{'name': 'm'\}, not a BackendInfo"),
+    ("number", r"Backend.describe\(\) returned a BackendInfo whose fingerprint is 7, not a string"),
+    ("kind", r"Backend.describe\(\) returned model_type 'seq2seq'; it is one of causal, masked"),
+])
+def test_a_backend_that_cannot_say_what_it_is_fails_when_built(factory_module, model, message):
+    with pytest.raises(ModelLoadError, match=r"^--backend seam_factory:make: " + message):
+        factory_module().build(model=model, model_args=None, device="cpu")
+
+
+def test_a_cache_namespace_that_is_not_a_string_names_the_backend(factory_module):
+    backend = factory_module().build(model="good", model_args="int", device="cpu")
+    with pytest.raises(ModelLoadError, match=r"Backend.cache_namespace\(\) returned int 3, not a string or None"):
+        backend.cache_namespace(False)
+
+
+def test_two_backends_that_reuse_a_namespace_do_not_share_scores(factory_module):
+    """The score cache was keyed by the backend's own namespace only: another backend that reused the string read
+    the first one's scores."""
+    first = factory_module().build(model="good", model_args=None, device="cpu")
+    other = factory_module("seam_factory:make_other").build(model="good", model_args=None, device="cpu")
+    assert first.backend.cache_namespace(False) == other.backend.cache_namespace(False) == "shared-namespace"
+    assert first.cache_namespace(False) != other.cache_namespace(False)
+    assert first.cache_namespace(False) == factory_module().build(model="good", model_args=None,
+                                                                  device="cpu").cache_namespace(False)
+    assert "seam_factory:make" in first.cache_namespace(False)

@@ -3,6 +3,7 @@ aggregations (mean, median, !function), the gate on its per-document values, and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -44,6 +45,12 @@ def extra_metric(doc, results):
 
 def text_value(doc, results):
     return {"mass": "high", "acc": 0.0}
+
+def not_finite(doc, results):
+    return {"mass": float(doc["mass"]), "acc": 0.0}
+
+def infinite(items):
+    return math.inf
 
 def uses_greedy(doc, results):
     return {"mass": float(any(greedy for _, greedy in results)), "acc": 0.0}
@@ -200,6 +207,26 @@ def test_a_metric_not_in_metric_list_names_the_file_and_document(tmp_path):
 def test_a_value_that_is_not_a_number_is_refused(tmp_path):
     prepared = prepare_task(write_task(tmp_path, function="text_value"), data_dir=tmp_path)
     with pytest.raises(DocumentError, match=r"document 0: .* returned 'high' \(str\) for metric 'mass'"):
+        evaluate_task(prepared, FixedLogLikelihoods([[-1.0] * 4] * 8))
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_value_that_is_not_finite_names_the_task_document_and_function(tmp_path, value):
+    """NaN or infinity from process_results used to reach the scores (a traceback, or invalid JSON at the end)."""
+    prepared = prepare_task(write_task(tmp_path, function="not_finite"), data_dir=tmp_path)
+    rows = [dict(doc.doc, mass=0.5 if doc.doc_id != 3 else value) for doc in prepared.documents]
+    prepared = dataclasses.replace(prepared, documents=tuple(
+        dataclasses.replace(doc, doc=row) for doc, row in zip(prepared.documents, rows)))
+    with pytest.raises(DocumentError, match=r"task.yaml: task 'mc2_like', document 3: process_results "
+                                            rf"\(!function utils.not_finite\) returned {value} for metric 'mass'; "
+                                            "a metric value must be a finite number"):
+        evaluate_task(prepared, FixedLogLikelihoods([[-1.0] * 4] * 8))
+
+
+def test_an_aggregation_that_returns_infinity_names_the_metric_and_function(tmp_path):
+    prepared = prepare_task(write_task(tmp_path, aggregation="!function utils.infinite"), data_dir=tmp_path)
+    with pytest.raises(MetricError, match=r"metric 'mass': aggregation !function utils.infinite returned inf "
+                                          r"\(float\), not a finite number"):
         evaluate_task(prepared, FixedLogLikelihoods([[-1.0] * 4] * 8))
 
 

@@ -5,6 +5,7 @@ or taken from the reference facts in shared/reference/gate_statistics.md, never 
 """
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pytest
@@ -381,3 +382,18 @@ def test_judge_rejects_bad_arguments():
         _judge(float("nan"), 0.01)
     with pytest.raises(ValueError):
         _judge(0.0, 0.01, alpha=0.0)
+
+
+def test_the_tiny_levels_of_a_wide_alpha_split_are_judged_without_error():
+    """alpha 1e-9 shared by thousands of tasks at uneven weights gives levels where 1 − level rounds to 1 (the
+    normal quantile of 1.0 raised StatisticsError)."""
+    level = 1e-9 * 1e-6 / 1e6 / 1_000
+    low, high = 0.0, 40.0  # z with P(Z > z) = level, by bisection on the normal tail
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if 0.5 * math.erfc(middle / math.sqrt(2)) > level else (low, middle)
+    assert detectable_regression(0.01, 0.02, level) == pytest.approx(0.02 + (NormalDist().inv_cdf(0.8) + low) * 0.01)
+    assert judge(-0.5, p_worse=0.0, p_better=1.0, standard_error=0.01, margin=0.02, alpha=level, mde=0.1).verdict \
+        is Verdict.REGRESSED
+    assert judge(0.0, p_worse=1.0, p_better=1.0, standard_error=0.01, margin=0.02, alpha=level, mde=0.1).verdict \
+        is Verdict.INCONCLUSIVE
