@@ -54,7 +54,8 @@ from pytest_modelbench.tasks.identity import TaskId, identify
 DEFAULT_BASELINES_DIR = "baselines"
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
 _POOLED_OUTPUT_KEY = "modelbench_gate_pooled"
-GATED_ITEMS = ("TaskItem", "GroupItem")  # plugin.py's items that are gated: a task, a group (each one task here)
+GATED_ITEMS = ("TaskItem", "GroupItem")
+EVIDENCE_KEY = pytest.StashKey[str]()  # an item's candidate record (Judgement.candidate_text), for --run-record  # plugin.py's items that are gated: a task, a group (each one task here)
 
 
 def add_options(parser: pytest.Parser, group: Any) -> None:
@@ -257,6 +258,8 @@ class GateSession:
             rescore=self._rescore(item, evaluation, runner) if self.policy.noise_floor else None,
         )
         self._record(item, judgement.result)
+        if judgement.candidate_text is not None:
+            item.stash[EVIDENCE_KEY] = judgement.candidate_text
         if stopping is not None and stopping.pooled == "suite":
             self.early_stops[item.task_id.key] = stopping  # type: ignore[attr-defined]
         if judgement.warning is not None:
