@@ -9,6 +9,7 @@ writes the record when the session ends; `python -m pytest_modelbench merge` jud
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -115,14 +116,15 @@ class RunRecorder:
         self.session: dict[str, Any] | None = None  # the session's identity (run_record.py), before the split
         self.tasks: dict[str, str] = {}  # the gated tasks this shard runs: key → node id
         self.outcomes: dict[str, str] = {}  # every item run: node id → passed | failed | skipped
-        self.evidence: dict[str, str] = {}  # node id → the candidate record its gate compared (judge.py)
+        self.evidence: dict[str, dict[str, Any]] = {}  # node id → its evidence (gate/pytest_integration.py)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
         report = yield
-        text = item.stash.get(gate.EVIDENCE_KEY, None)
-        if call.when == "call" and text is not None:
-            setattr(report, _EVIDENCE_ATTRIBUTE, text)  # pytest-xdist sends it to the controller with the report
+        evidence = item.stash.get(gate.EVIDENCE_KEY, None)
+        if call.when == "call" and evidence is not None:
+            # pytest-xdist sends it to the controller with the report
+            setattr(report, _EVIDENCE_ATTRIBUTE, json.dumps(evidence, ensure_ascii=False))
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -130,7 +132,7 @@ class RunRecorder:
         self.outcomes[report.nodeid] = max(before, report.outcome, key=_OUTCOME_RANK.__getitem__)
         text = getattr(report, _EVIDENCE_ATTRIBUTE, None)
         if text is not None:
-            self.evidence[report.nodeid] = text
+            self.evidence[report.nodeid] = json.loads(text)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

@@ -70,6 +70,7 @@ class RunRecordError(ModelbenchError):
 class RecordedResult:
     result: GateResult  # as the shard stated it
     candidate: str | None  # the evidence: the candidate's record text, when its task was scored in full
+    documents: list[Any] | None  # its documents, where a metric aggregates over them (gate/rejudge.py)
 
 
 @dataclass(frozen=True)
@@ -100,17 +101,19 @@ def session_id(session: Mapping[str, Any]) -> str:
 
 
 def record_text(*, shard: Shard, session: Mapping[str, Any], tasks: Mapping[str, str], exit_status: int,
-                results: Iterable[GateResult], evidence: Mapping[str, str], outcomes: Mapping[str, str],
+                results: Iterable[GateResult], evidence: Mapping[str, Mapping[str, Any]], outcomes: Mapping[str, str],
                 scores: Iterable[Mapping[str, Any]], custom_tests: Iterable[str], unused: Iterable[str],
                 run_config: Mapping[str, Any]) -> str:
     """The record's text, sealed (signed with MODELBENCH_RECORD_KEY when it is set). `evidence`: each gated item's
-    candidate record by node id."""
+    candidate record and, for metrics aggregated over the documents, its documents, by node id."""
     document = {
         "format": FORMAT, "shard": {"index": shard.index, "count": shard.count}, "session_id": session_id(session),
         "session": session, "tasks": dict(sorted(tasks.items())), "items": dict(sorted(outcomes.items())),
         "exit_status": int(exit_status),
         "results": [{"nodeid": r.nodeid, "failed": r.failed, "properties": properties(r),
-                     "candidate": evidence.get(r.nodeid)} for r in sorted(results, key=lambda r: r.task)],
+                     "candidate": evidence.get(r.nodeid, {}).get("candidate"),
+                     "documents": evidence.get(r.nodeid, {}).get("documents")}
+                    for r in sorted(results, key=lambda r: r.task)],
         "scores": sorted(scores, key=lambda s: s["key"]), "custom_tests": sorted(custom_tests),
         "unused": sorted(unused), "run_config": run_config,
     }
@@ -197,16 +200,18 @@ def _record(path: Path, raw: dict[str, Any]) -> RunRecord:
         where = f"results[{index}]"
         nodeid, failed = _get(entry, "nodeid", str, where), _get(entry, "failed", bool, where)
         pairs = _list_of(entry, "properties", list, where)
-        candidate = entry.get("candidate")
+        candidate, documents = entry.get("candidate"), entry.get("documents")
         if candidate is not None and not isinstance(candidate, str):
             raise _Malformed(f"key '{where}.candidate' must be a string or null")
+        if documents is not None and not isinstance(documents, list):
+            raise _Malformed(f"key '{where}.documents' must be a list or null")
         try:
             result = GateResult.from_properties([(str(name), str(value)) for name, value in pairs], nodeid, failed)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise _Malformed(f"key '{where}.properties' is not a gate result ({type(exc).__name__}: {exc})") from None
         if result is None:
             raise _Malformed(f"key '{where}.properties' holds no gate result")
-        results.append(RecordedResult(result, candidate))
+        results.append(RecordedResult(result, candidate, documents))
     scores = _list_of(raw, "scores", dict)
     for index, score in enumerate(scores):
         _get(score, "key", str, f"scores[{index}]")
@@ -334,17 +339,18 @@ def _judged(record: RunRecord, project: Any) -> tuple[list[GateResult], bool]:
             raise RunRecordError(f"{where}: its result carries no evidence to recompute it from (a task stopped "
                                  "early by --early-stop is judged on part of its documents; run the shards without "
                                  "it)")
-        results.append(_recomputed(where, result, recorded.candidate, project))
+        results.append(_recomputed(where, recorded, project))
         failed = failed or results[-1].failed or outcome == "failed"
     return results, failed
 
 
-def _recomputed(where: str, result: GateResult, candidate: str, project: Any) -> GateResult:
-    store, policy = project.store, project.policy
+def _recomputed(where: str, recorded: RecordedResult, project: Any) -> GateResult:
+    store, policy, result = project.store, project.policy, recorded.result
     path = store.path(project.identities[result.task])
     stored_text, working_tree_differs = store.read(path)
     try:
-        return rejudge(result, candidate, stored_text, tolerance=project.tolerances[result.task],
+        return rejudge(result, str(recorded.candidate), stored_text, documents=recorded.documents,
+                       tolerance=project.tolerances[result.task],
                        baseline_display=store.display(path), baseline_name=policy.baseline_name,
                        baseline_ref=None if policy.baseline_ref is None else policy.baseline_ref.ref,
                        working_tree_differs=working_tree_differs)

@@ -31,7 +31,7 @@ TASKS = ("gate_probe_a", "gate_probe_b")
 def project(pytester, tiny_model, probe_docs, monkeypatch, tmp_path_factory):
     monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "merge-evidence-cache"))
     monkeypatch.delenv(KEY_ENV, raising=False)
-    make_project(pytester, probe_docs, tasks=TASKS)
+    make_project(pytester, probe_docs, tasks=TASKS, metrics=("acc", "f1"))  # f1: aggregated over the documents
     run_gate(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=2)
     return pytester
 
@@ -92,8 +92,12 @@ def _as_passed(document) -> None:
 def test_a_record_edited_by_hand_is_refused_or_recomputed(project, bad_model, capsys, monkeypatch):
     records = shards(project, "bad", f"--model={bad_model}")
     assert main(["merge", *map(str, records), f"--results-json={project.path / 'merged.json'}"]) == 1
-    verdicts = {task: o["status"] for task, o in json.loads((project.path / "merged.json").read_text())["gate"].items()}
-    assert verdicts == {f"{SUITE}/{task}": "regressed" for task in TASKS}
+    one_process = project.path / "one.json"
+    assert run_gate(project, bad_model, f"--results-json={one_process}").ret == 1
+    assert (project.path / "merged.json").read_text() == one_process.read_text()  # f1's entries recomputed too
+    gate = json.loads(one_process.read_text())["gate"]
+    assert {task: outcome["status"] for task, outcome in gate.items()} == {f"{SUITE}/{t}": "regressed" for t in TASKS}
+    assert {entry["metric"] for entry in gate[f"{SUITE}/{TASKS[0]}"]["entries"]} == {"acc", "f1"}
     regressed = records[0]  # each shard holds one of the two regressed tasks
     original = regressed.read_text()
 
@@ -114,6 +118,13 @@ def test_a_record_edited_by_hand_is_refused_or_recomputed(project, bad_model, ca
     edit(regressed, _as_passed, seal=True)
     assert main(["merge", *map(str, records), f"--results-json={project.path / 'again.json'}"]) == 1
     assert (project.path / "again.json").read_text() == (project.path / "merged.json").read_text()
+
+    def other_gold(document):  # f1's documents, which the record carries beside the candidate record
+        first = document["results"][0]["documents"][0]
+        first[4] = 1 - first[4]
+    edit(regressed, other_gold, seal=True)
+    assert "its documents are not the ones its candidate record scored" in refused(capsys, *records)
+    regressed.write_text(original)
 
     # With a key, only the shards' signature counts.
     key = b"the shards' secret"
