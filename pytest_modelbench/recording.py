@@ -18,6 +18,7 @@ import pytest
 from pytest_modelbench import cli_options
 from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.gate.judge import package_versions
+from pytest_modelbench.gate.rejudge import documents_json
 from pytest_modelbench.run_record import record_text
 from pytest_modelbench.sharding import Shard, ShardError, assign, estimated_cost, join_units, parse_shard
 
@@ -123,6 +124,9 @@ class RunRecorder:
         report = yield
         evidence = item.stash.get(gate.EVIDENCE_KEY, None)
         if call.when == "call" and evidence is not None:
+            documents = evidence["documents"]
+            evidence = {"candidate": evidence["candidate"],
+                        "documents": None if documents is None else documents_json(documents)}
             # pytest-xdist sends it to the controller with the report
             setattr(report, _EVIDENCE_ATTRIBUTE, json.dumps(evidence, ensure_ascii=False))
         return report

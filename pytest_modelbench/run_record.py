@@ -29,7 +29,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate.decision import SessionDecision
@@ -45,6 +45,9 @@ from pytest_modelbench.gate.report import (
 from pytest_modelbench.record_integrity import SealProblem, check_seal, load, record_key, sealed
 from pytest_modelbench.report import json_text, results_document
 from pytest_modelbench.sharding import Shard
+
+if TYPE_CHECKING:  # merge_project.py imports pytest; the merge only reads what it found
+    from pytest_modelbench.merge_project import ProjectGate
 
 FORMAT = "pytest-modelbench-run-record/2"
 FINISHED = (0, 1)  # pytest's exit statuses of a run that ran all its items: passed, some failed
@@ -248,7 +251,7 @@ class MergedSession:
                                           self.decision.outcomes_json(), self.decision.pooled_json()))
 
 
-def merge(records: Sequence[RunRecord], project: Any) -> MergedSession:
+def merge(records: Sequence[RunRecord], project: "ProjectGate") -> MergedSession:
     """The records' session judged by `project` (merge_project.ProjectGate: this checkout's gate), or
     RunRecordError naming the records that cannot be merged."""
     if not records:
@@ -281,7 +284,7 @@ def merge(records: Sequence[RunRecord], project: Any) -> MergedSession:
     return MergedSession(tuple(records), decision, scores, failed)
 
 
-def _check_project(records: Sequence[RunRecord], project: Any) -> None:
+def _check_project(records: Sequence[RunRecord], project: "ProjectGate") -> None:
     """The records (one session, checked before) are of this project's session: the plan, the split of alpha, the
     gate settings and the baselines this checkout and the merge's options give."""
     if project.policy.score_only:
@@ -311,7 +314,7 @@ def _check_scored(record: RunRecord) -> None:
                              "(no --model?); re-run the shard with the model")
 
 
-def _judged(record: RunRecord, project: Any) -> tuple[list[GateResult], bool]:
+def _judged(record: RunRecord, project: "ProjectGate") -> tuple[list[GateResult], bool]:
     """The record's tasks' results recomputed from their evidence, and whether one of them failed."""
     by_nodeid = {recorded.result.nodeid: recorded for recorded in record.results}
     results, failed = [], False
@@ -344,7 +347,7 @@ def _judged(record: RunRecord, project: Any) -> tuple[list[GateResult], bool]:
     return results, failed
 
 
-def _recomputed(where: str, recorded: RecordedResult, project: Any) -> GateResult:
+def _recomputed(where: str, recorded: RecordedResult, project: "ProjectGate") -> GateResult:
     store, policy, result = project.store, project.policy, recorded.result
     path = store.path(project.identities[result.task])
     stored_text, working_tree_differs = store.read(path)

@@ -43,7 +43,6 @@ from pytest_modelbench.gate.policy import (
     checked_policy,
     checked_weights,
 )
-from pytest_modelbench.gate.rejudge import documents_json
 from pytest_modelbench.gate.report import STATUS_MISSING, GateResult, properties
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.settings import DEFAULT_TOLERANCE
@@ -56,8 +55,8 @@ DEFAULT_BASELINES_DIR = "baselines"
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
 _POOLED_OUTPUT_KEY = "modelbench_gate_pooled"
 GATED_ITEMS = ("TaskItem", "GroupItem")  # plugin.py's items that are gated: a task, a group (each one task here)
-# An item's evidence for --run-record: its candidate record (Judgement.candidate_text) and, where a metric aggregates
-# over the documents themselves, the documents (gate/rejudge.py, documents_json)
+# An item's evidence for --run-record (recording.py): its candidate record (Judgement.candidate_text) and, where a
+# metric aggregates over the documents themselves, its documents
 EVIDENCE_KEY = pytest.StashKey[dict]()
 
 
@@ -263,10 +262,8 @@ class GateSession:
         self._record(item, judgement.result)
         if judgement.candidate_text is not None:
             aggregated = any(getattr(m, "aggregate", None) is not None for m in evaluation.scores.metrics)
-            item.stash[EVIDENCE_KEY] = {
-                "candidate": judgement.candidate_text,
-                "documents": documents_json(evaluation.prepared.documents) if aggregated else None,
-            }
+            item.stash[EVIDENCE_KEY] = {"candidate": judgement.candidate_text,
+                                        "documents": evaluation.prepared.documents if aggregated else None}
         if stopping is not None and stopping.pooled == "suite":
             self.early_stops[item.task_id.key] = stopping  # type: ignore[attr-defined]
         if judgement.warning is not None:
