@@ -168,3 +168,20 @@ def test_the_merge_judges_with_its_own_gate_policy(project, tiny_model, capsys):
     task_yaml.write_text(task_yaml.read_text() + "  gate:\n    absolute_margin: 0.2\n")  # this checkout's margin
     message = refused(capsys, *records)
     assert "was judged under other gate settings than this project's" in message
+
+
+def test_groups_merge_as_one_process(pytester, tiny_model, bad_model, probe_docs, monkeypatch):
+    """A group item's tolerance (its YAML's gate block, margins of its aggregates) is derived by the merge as the
+    shard's gate gave it: the merged results are the one process's, byte for byte."""
+    from tests.plugin.test_gate_group import make_group_project
+
+    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
+    make_group_project(pytester, probe_docs)
+    run_gate(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=6)  # 3 groups, 3 tasks
+    one_process = pytester.path / "one.json"
+    assert run_gate(pytester, bad_model, f"--results-json={one_process}").ret == 1
+    records = shards(pytester, "group", f"--model={bad_model}")
+    merged = pytester.path / "merged.json"
+    assert main(["merge", *map(str, records), f"--results-json={merged}"]) == 1
+    assert merged.read_text() == one_process.read_text()
+    assert json.loads(merged.read_text())["gate"][f"{SUITE}/probe_all"]["status"] == "regressed"
