@@ -27,14 +27,16 @@ array=$(sbatch --parsable "${extra[@]+"${extra[@]}"}" --array="1-$shards" --outp
   --export="ALL,MODEL=$model,RUN_DIR=$run_dir,VENV=$venv,BASELINE_REF=$ref" examples/slurm-sharded.sh)
 array="${array%%;*}"   # --parsable prints "jobid" or "jobid;cluster"
 
-# Every shard's record by name: one that is missing (a shard cut off by the time limit, or lost) makes the merge
+# The merge runs in this checkout with the shards' selection and gate options after -- (it recomputes every verdict
+# under this checkout's policy). Every shard's record by name: one that is missing (a shard cut off by the time limit, or lost) makes the merge
 # refuse with exit 4, as does a shard that did not finish (its record's exit status 2, 3 or 4).
 records=""
 for k in $(seq 1 "$shards"); do records+=" $run_dir/shard-$k.json"; done
 merge=$(sbatch --parsable "${extra[@]+"${extra[@]}"}" --dependency="afterany:$array" --job-name=modelbench-merge \
   --ntasks=1 --cpus-per-task=1 --mem=4G --time=00:30:00 --output="$run_dir/merge.out" \
   --wrap="$venv/bin/python -m pytest_modelbench merge$records --md-report=$run_dir/gate.md \
---html-report=$run_dir/gate.html --results-json=$run_dir/results.json")
+--html-report=$run_dir/gate.html --results-json=$run_dir/results.json -- ${SUITES:-suites} ${PYTEST_OPTIONS:-} \
+--baseline-name=${BASELINE_NAME:-release}${ref:+ --baseline-ref=$ref}")
 merge="${merge%%;*}"
 
 echo "shards: array job $array ($shards tasks); merge: job $merge, after all of them"

@@ -78,5 +78,7 @@ done
 # 4. The verdict: 0 pass, 1 a task regressed or failed, 4 records refused (a shard missing or unfinished, ...).
 records=()
 for k in $(seq 1 "$shards"); do records+=("$RUN_DIR/shard-$k.json"); done
+# After --: the shards' selection and gate options; the merge recomputes every verdict in this checkout.
 exec "$python" -m pytest_modelbench merge "${records[@]}" \
-  --md-report="$RUN_DIR/gate.md" --html-report="$RUN_DIR/gate.html" --results-json="$RUN_DIR/results.json"
+  --md-report="$RUN_DIR/gate.md" --html-report="$RUN_DIR/gate.html" --results-json="$RUN_DIR/results.json" \
+  -- "$SUITES" --baseline-name="$BASELINE_NAME" "${options[@]}"

@@ -1,8 +1,11 @@
-"""`python -m pytest_modelbench merge RECORD...`: one verdict from the run records of a session's shards.
+"""`python -m pytest_modelbench merge RECORD... [-- PYTEST_ARGS...]`: one verdict from the run records of a session's
+shards, recomputed in this checkout.
 
-Prints the scores and the gate's summary as the one process would, writes the reports asked for, and exits as pytest
-would have (0 passed, 1 a task or test failed or a baseline is unused); records that cannot be merged exit 4 (as a
-pytest usage error) with one line naming them (run_record.py says what is refused).
+The merge collects the session here with PYTEST_ARGS (the shards' selection and gate options, without --model,
+--shard and --run-record; merge_project.py), so the gate policy is this checkout's; it recomputes every verdict from
+the records' evidence (run_record.py), prints the scores and the gate's summary as the one process would, writes the
+reports asked for, and exits as pytest would have (0 passed, 1 a task or test failed or a baseline is unused);
+records that cannot be merged exit 4 (as a pytest usage error) with one line naming them.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from pathlib import Path
 from typing import Sequence
 
 from pytest_modelbench.atomic_files import write_text_atomic
+from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.merge_project import project_gate
 from pytest_modelbench.report import format_table
-from pytest_modelbench.run_record import RunRecordError, merge, read_record
+from pytest_modelbench.run_record import merge, read_record
 
 EXIT_REFUSED = 4
 
@@ -22,7 +27,12 @@ EXIT_REFUSED = 4
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pytest_modelbench")
     commands = parser.add_subparsers(dest="command", required=True)
-    merging = commands.add_parser("merge", help="judge the run records of a session's shards as one session")
+    merging = commands.add_parser(
+        "merge", help="judge the run records of a session's shards as one session",
+        usage="python -m pytest_modelbench merge RECORD... [options] [-- PYTEST_ARGS...]",
+        epilog="PYTEST_ARGS: the shards' pytest arguments (their selection and gate options, without --model, --shard "
+        "and --run-record); the merge collects the session with them in the current directory, the checkout the "
+        "shards ran")
     merging.add_argument("records", nargs="+", type=Path, metavar="RECORD", help="one run record per shard")
     merging.add_argument("--results-json", type=Path, metavar="PATH", help="write the session's scores and verdicts")
     merging.add_argument("--md-report", type=Path, metavar="PATH", help="write the gate results as markdown")
@@ -31,10 +41,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pytest_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = _parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     try:
-        merged = merge([read_record(path) for path in args.records])
-    except RunRecordError as exc:
+        records = [read_record(path) for path in args.records]
+        merged = merge(records, project_gate(pytest_args))
+    except ModelbenchError as exc:
         print(f"modelbench merge: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     rows = [tuple(row) for scores in merged.scores for row in scores["rows"]]

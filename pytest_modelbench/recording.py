@@ -9,6 +9,7 @@ writes the record when the session ends; `python -m pytest_modelbench merge` jud
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,15 @@ import pytest
 from pytest_modelbench import cli_options
 from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.gate.judge import package_versions
+from pytest_modelbench.gate.rejudge import documents_json
 from pytest_modelbench.run_record import record_text
 from pytest_modelbench.sharding import Shard, ShardError, assign, estimated_cost, join_units, parse_shard
 
 SHARD_KEY = pytest.StashKey[Shard]()
 RECORDER_KEY = pytest.StashKey["RunRecorder"]()
 _WORKER_OUTPUT_KEY = "modelbench_run_record"
+_EVIDENCE_ATTRIBUTE = "modelbench_gate_evidence"
+_OUTCOME_RANK = {"passed": 0, "skipped": 1, "failed": 2}  # an item's outcome: the worst of its phases'
 # Run options that change the numbers. Where a shard runs (device, servers, data folder, cache) does not, nor where
 # its checkpoint lies (--model, --model-args paths): the merge compares the weights' fingerprints, and the scorer's
 # knobs are in each task's scoring protocol.
@@ -73,14 +77,7 @@ def select_shard(config: pytest.Config, items: list[pytest.Item], options: Any) 
     session.count_gated(items)
     recorder = config.stash.get(RECORDER_KEY, None)
     if recorder is not None:
-        recorder.session = {
-            "tasks": {item.task_id.key: _config_hash(item) for item in items if gate.is_gated(item)},
-            "alpha_split": session.alpha_split.as_json(),
-            "gate": session.policy.as_json(),
-            "baselines": session.store.fingerprint(),
-            "options": {name: getattr(options, name) for name in NUMBER_OPTIONS},
-            "packages": package_versions(),
-        }
+        recorder.session = session_identity(session, items, options)
     shard = config.stash[SHARD_KEY]
     if shard.count > 1:
         session.decision.pooled_by_merge = True  # a suite's tasks may run on several shards
@@ -96,7 +93,20 @@ def select_shard(config: pytest.Config, items: list[pytest.Item], options: Any) 
             config.hook.pytest_deselected(items=dropped)
             items[:] = [item for item in items if shards[item.nodeid] == shard.index]
     if recorder is not None:
-        recorder.tasks = [item.task_id.key for item in items if gate.is_gated(item)]
+        recorder.tasks = {item.task_id.key: item.nodeid for item in items if gate.is_gated(item)}
+
+
+def session_identity(session: Any, items: list[pytest.Item], options: Any) -> dict[str, Any]:
+    """The session a shard belongs to (run_record.py), from the gate session and the items collected before the
+    split; a merge derives the same from its own collection (merge_project.py)."""
+    return {
+        "tasks": {item.task_id.key: _config_hash(item) for item in items if gate.is_gated(item)},
+        "alpha_split": session.alpha_split.as_json(),
+        "gate": session.policy.as_json(),
+        "baselines": session.store.fingerprint(),
+        "options": {name: getattr(options, name) for name in NUMBER_OPTIONS},
+        "packages": package_versions(),
+    }
 
 
 class RunRecorder:
@@ -105,7 +115,28 @@ class RunRecorder:
     def __init__(self, path: Path):
         self.path = path
         self.session: dict[str, Any] | None = None  # the session's identity (run_record.py), before the split
-        self.tasks: list[str] = []  # the gated tasks this shard runs, by key
+        self.tasks: dict[str, str] = {}  # the gated tasks this shard runs: key → node id
+        self.outcomes: dict[str, str] = {}  # every item run: node id → passed | failed | skipped
+        self.evidence: dict[str, dict[str, Any]] = {}  # node id → its evidence (gate/pytest_integration.py)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+        report = yield
+        evidence = item.stash.get(gate.EVIDENCE_KEY, None)
+        if call.when == "call" and evidence is not None:
+            documents = evidence["documents"]
+            evidence = {"candidate": evidence["candidate"],
+                        "documents": None if documents is None else documents_json(documents)}
+            # pytest-xdist sends it to the controller with the report
+            setattr(report, _EVIDENCE_ATTRIBUTE, json.dumps(evidence, ensure_ascii=False))
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        before = self.outcomes.get(report.nodeid, "passed")
+        self.outcomes[report.nodeid] = max(before, report.outcome, key=_OUTCOME_RANK.__getitem__)
+        text = getattr(report, _EVIDENCE_ATTRIBUTE, None)
+        if text is not None:
+            self.evidence[report.nodeid] = json.loads(text)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -131,7 +162,8 @@ class RunRecorder:
         decision = gate_session.decision
         text = record_text(
             shard=shard, session=self.session, tasks=self.tasks, exit_status=int(session.exitstatus),
-            results=decision.results, scores=config.stash[GATHERED_KEY].tasks(),
+            results=decision.results, evidence=self.evidence, outcomes=self.outcomes,
+            scores=config.stash[GATHERED_KEY].tasks(),
             custom_tests=decision.custom_tests, unused=[gate_session.store.display(p) for p in decision.unused],
             run_config=run_config(config.stash[RUNNER_KEY].options),
         )

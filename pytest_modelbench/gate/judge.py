@@ -82,6 +82,9 @@ class Judgement:
     result: GateResult
     error: ModelbenchError | None = None  # the task fails with it
     warning: str | None = None  # entries whose margin is below the measured noise floor (gate/noise_floor.py)
+    # The candidate's record as the store writes it (dumps), when the task was scored in full: the evidence a run
+    # record carries, from which a merge of shards recomputes the task's result (gate/rejudge.py)
+    candidate_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -293,6 +296,8 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
                    if stored_text is not None else None)
     written = persist(path, candidate_text, stored_text, outcome)
     judgement = _decide(candidate, outcome, written, evaluation, common, path, shown, policy, changed_documents)
+    if stopped is None:
+        judgement.candidate_text = candidate_text
     if stopped is not None and isinstance(judgement.error, GateFailure):
         judgement.error = GateFailure(f"{judgement.error}\n({stopped.settlement.note}: --early-stop; the table is of "
                                       "the documents scored)")

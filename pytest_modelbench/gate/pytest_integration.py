@@ -55,6 +55,9 @@ DEFAULT_BASELINES_DIR = "baselines"
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
 _POOLED_OUTPUT_KEY = "modelbench_gate_pooled"
 GATED_ITEMS = ("TaskItem", "GroupItem")  # plugin.py's items that are gated: a task, a group (each one task here)
+# An item's evidence for --run-record (recording.py): its candidate record (Judgement.candidate_text) and, where a
+# metric aggregates over the documents themselves, its documents
+EVIDENCE_KEY = pytest.StashKey[dict]()
 
 
 def add_options(parser: pytest.Parser, group: Any) -> None:
@@ -258,6 +261,10 @@ class GateSession:
             rescore=self._rescore(item, evaluation, runner) if self.policy.noise_floor else None,
         )
         self._record(item, judgement.result)
+        if judgement.candidate_text is not None:
+            aggregated = any(getattr(m, "aggregate", None) is not None for m in evaluation.scores.metrics)
+            item.stash[EVIDENCE_KEY] = {"candidate": judgement.candidate_text,
+                                        "documents": evaluation.prepared.documents if aggregated else None}
         if stopping is not None and stopping.pooled == "suite":
             self.early_stops[item.task_id.key] = stopping  # type: ignore[attr-defined]
         if judgement.warning is not None:

@@ -73,7 +73,7 @@ def test_shards_leave_the_pooled_entry_to_the_merge_which_fails_alike(quiz, caps
         assert shard.ret == pytest.ExitCode.OK  # a shard holds only some of the suite's tasks
         shard.stdout.fnmatch_lines(["*pooled entries of quiz: judged when the shards' run records are merged*"])
     merged = quiz.path / "merged.json"
-    assert main(["merge", *map(str, records), f"--results-json={merged}"]) == 1
+    assert main(["merge", *map(str, records), f"--results-json={merged}", "--", "suites/quiz"]) == 1  # the selection
     assert "the gate fails: 1 pooled entry regressed (quiz acc)" in capsys.readouterr().out
     [pooled] = json.loads(merged.read_text())["pooled"]
     assert pooled["verdict"] == "regressed" and pooled["n"] == 3 * DOCUMENTS

@@ -11,6 +11,8 @@ import sys
 import pytest
 
 from pytest_modelbench.__main__ import EXIT_REFUSED, main
+from pytest_modelbench.record_integrity import sealed
+from pytest_modelbench.run_record import FORMAT
 from pytest_modelbench.sharding import ShardError, Unit, assign, join_units, parse_shard
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     _one_torch_thread,
@@ -97,16 +99,46 @@ def test_a_shard_is_k_of_n(text):
         parse_shard(text)
 
 
+def _document(**changes) -> dict:
+    """A well-formed run record's fields (one shard of two, nothing run), with `changes`."""
+    session = dict.fromkeys(("tasks", "alpha_split", "gate", "options", "packages"), {}) | {"baselines": "b"}
+    document = {"format": FORMAT, "shard": {"index": 1, "count": 2}, "session_id": "s", "session": session,
+                "tasks": {}, "items": {}, "exit_status": 0, "results": [], "scores": [], "custom_tests": [],
+                "unused": [], "run_config": {}}
+    return document | changes
+
+
+def _sealed(**changes) -> str:
+    return json.dumps(sealed(_document(**changes), None))
+
+
+def _nested(depth: int) -> str:
+    return '{"format": "' + FORMAT + '", "run_config": ' + "[" * depth + "]" * depth + "}"
+
+
 @pytest.mark.parametrize(("text", "problem"), [
-    ("{not json", "not a readable run record"),
+    ("{not json", "not a readable run record: it is not JSON"),
+    ("[" * 100_000 + "]" * 100_000, "not a readable run record: it is nested more than 32 levels deep"),
+    (_nested(40), "not a readable run record: it is nested more than 32 levels deep"),
     ('{"format": "pytest-modelbench-run-record/0"}', "not a run record of this version"),
-    ('{"format": "pytest-modelbench-run-record/1", "shard": {"index": 1, "count": 2}}', "incomplete or hand-edited"),
+    (json.dumps(_document()), "it has no digest"),
+    (_sealed(session=None) , "run record is malformed: key 'session' must be an object, not NoneType"),
+    (json.dumps({k: v for k, v in sealed(_document(), None).items() if k != "items"}),
+     "its content does not match its digest"),
+    (json.dumps(sealed({k: v for k, v in _document().items() if k != "items"}, None)),
+     "run record is malformed: key 'items' is missing"),
+    (_sealed(shard={"index": "1", "count": 2}), "key 'shard.index' must be an integer, not str"),
+    (_sealed(shard={"index": 1, "count": 10**12}), "key 'shard' must be K of N with 1 <= K <= N <= 10000"),
+    (_sealed(items={"t.yaml::t": "won"}), "key items['t.yaml::t'] must be one of passed, failed, skipped"),
+    (_sealed(results=[{"nodeid": "t", "failed": False, "properties": [["modelbench.gate", "{"]]}]),
+     "key 'results[0].properties' is not a gate result (JSONDecodeError"),
+    (_sealed(scores=[{"key": "s/t", "rows": [[1.5]]}]), "key 'scores[0].rows' must hold rows of strings"),
 ])
 def test_a_bad_record_is_one_line_naming_it(tmp_path, capsys, text, problem):
     record = tmp_path / "shard-1.json"
     record.write_text(text)
     assert main(["merge", str(record)]) == EXIT_REFUSED
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and str(record) in err and problem in err
+    assert err.count("\n") == 1 and f"refused: {record}: " in err and problem in err, err
     assert main(["merge", str(tmp_path / "gone.json")]) == EXIT_REFUSED
     assert "no such run record" in capsys.readouterr().err

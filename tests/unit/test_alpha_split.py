@@ -144,9 +144,10 @@ def test_shards_that_split_alpha_by_other_weights_are_not_merged(tmp_path):
         session = {"tasks": {}, "alpha_split": {"tasks": 4, "weights": weights}, "gate": {}, "baselines": "",
                    "options": {}, "packages": {}}
         path = tmp_path / f"shard{index}.json"
-        path.write_text(record_text(shard=Shard(index, 2), session=session, tasks=[], exit_status=0, results=[],
-                                    scores=[], custom_tests=[], unused=[], run_config={}), encoding="utf-8")
+        path.write_text(record_text(shard=Shard(index, 2), session=session, tasks={}, exit_status=0, results=[],
+                                    evidence={}, outcomes={}, scores=[], custom_tests=[], unused=[], run_config={}),
+                        encoding="utf-8")
         paths.append(path)
     with pytest.raises(RunRecordError, match=r"their split of alpha \(the number of tasks sharing it, their weights\) "
                                              r"differ \('weights': \{'bias/crows_pairs_english': 3.0\} vs \{\}\)"):
-        merge([read_record(path) for path in paths])
+        merge([read_record(path) for path in paths], project=None)  # refused before the project is read

@@ -1,0 +1,91 @@
+"""The merging project's own gate, derived as pytest derives it: the merge collects the session (`pytest
+--collect-only`, in this process, nothing scored) in the current directory with the pytest arguments it is given, so
+the gate policy, the plan of gated tasks, each task's tolerance and the baselines are this checkout's and these
+options', never a record's claim (run_record.py compares the records with them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import pytest
+
+from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.gate.alpha_split import AlphaSplit
+from pytest_modelbench.gate.baseline import Tolerance
+from pytest_modelbench.gate.policy import GatePolicy
+from pytest_modelbench.gate.storage import BaselineStore
+from pytest_modelbench.tasks.identity import TaskId
+
+
+class ProjectError(ModelbenchError):
+    """The merging project's session cannot be collected here."""
+
+
+@dataclass(frozen=True)
+class ProjectGate:
+    session: dict[str, Any]  # as a shard's record states its session (recording.session_identity)
+    policy: GatePolicy
+    store: BaselineStore
+    split: AlphaSplit
+    identities: dict[str, TaskId]  # every gated task of the plan, by key
+    tolerances: dict[str, Tolerance]  # its tolerance, with its share of the session's alpha
+
+
+class _Collector:
+    """Registered for the collection only: reads the gate session once every item is collected and split."""
+
+    def __init__(self) -> None:
+        self.gate: ProjectGate | None = None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from pytest_modelbench.gate import pytest_integration as gate
+        from pytest_modelbench.plugin import RUNNER_KEY
+        from pytest_modelbench.recording import session_identity
+
+        config = session.config
+        gate_session = config.stash[gate.GATE_KEY]
+        items = [item for item in session.items if gate.is_gated(item)]
+        split = gate_session.alpha_split
+        self.gate = ProjectGate(
+            session=session_identity(gate_session, session.items, config.stash[RUNNER_KEY].options),
+            policy=gate_session.policy, store=gate_session.store, split=split,
+            identities={item.task_id.key: item.task_id for item in items},
+            tolerances={item.task_id.key: _tolerance(gate_session, item, split) for item in items},
+        )
+
+
+def _tolerance(gate_session: Any, item: pytest.Item, split: AlphaSplit) -> Tolerance:
+    """The tolerance judge.py gives the item's candidate record: its YAML's gate block, the command line's and the
+    scored metrics' margins (a group's: its aggregates over its tasks' metrics), its share of alpha."""
+    key = item.task_id.key  # type: ignore[attr-defined]
+    if hasattr(item, "group"):
+        from pytest_modelbench.metrics.group_scores import group_metrics
+        from pytest_modelbench.metrics.registry import resolve_metrics
+
+        group = item.group  # type: ignore[attr-defined]
+        metrics = [metric for metric, _ in group_metrics(
+            group.tree, {leaf.name: resolve_metrics(config) for leaf, config, _ in group.leaf_tasks})]
+        return gate_session.policy.tolerance(group.tree.config, split, key, metrics)
+    return gate_session.policy.tolerance(item.task_config, split, key)  # type: ignore[attr-defined]
+
+
+def project_gate(pytest_args: Sequence[str]) -> ProjectGate:
+    """This checkout's gate for the session `pytest_args` select (the shards' selection and gate options, without
+    --model, --shard or --run-record); ProjectError with pytest's last words when it cannot be collected."""
+    collector = _Collector()
+    output = io.StringIO()
+    args = ["--collect-only", "-q", "-s", "-p", "no:cacheprovider", *pytest_args]
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        status = pytest.main(args, plugins=[collector])
+    if collector.gate is None or status not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        lines = [line for line in output.getvalue().splitlines() if line.strip()]
+        last = lines[-1].strip("= ") if lines else "no output"
+        raise ProjectError(f"this project's session cannot be collected here (pytest --collect-only "
+                           f"{' '.join(pytest_args)} exited {int(status)}: {last}); run the merge in the checkout "
+                           "the shards ran, with their selection and gate options after --")
+    return collector.gate
