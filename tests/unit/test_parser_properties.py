@@ -7,6 +7,7 @@ Each property runs twice: FAST_EXAMPLES generated inputs in the normal tier, SLO
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -229,3 +230,87 @@ baseline_texts = st.one_of(
 @pytest.mark.parametrize("examples", EXAMPLES)
 def test_baseline_parser_loads_or_refuses(examples):
     run_property(examples, baseline_texts, lambda text: loads_or_refuses(parse, text, "baselines/p.json"))
+
+
+# --------------------------------------------------------------------------- run records
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+
+
+def _valid_record_document() -> dict:
+    from pytest_modelbench.gate.baseline import Tolerance
+    from pytest_modelbench.gate.compare import compare
+    from pytest_modelbench.gate.report import GateResult
+    from pytest_modelbench.run_record import record_text
+    from pytest_modelbench.sharding import Shard
+
+    baseline = make_record({"pct_stereotype": [1.0, 0.0, 1.0, 1.0]}, ["a", "b", "a", "b"], metrics=[STEREO])
+    result = GateResult.from_comparison(compare(baseline, baseline, Tolerance()), task="s/t", baseline="t.json",
+                                        baseline_name="default")
+    session = {"tasks": {"s/t": "hash"}, "alpha_split": {"tasks": 1, "weights": {}, "pooled": {}}, "gate": {},
+               "baselines": "", "options": {}, "packages": {}}
+    return json.loads(record_text(
+        shard=Shard(1, 1), session=session, tasks={"s/t": "t.yaml::t"}, exit_status=0, results=[result],
+        evidence={"t.yaml::t": {"candidate": dumps(baseline), "documents": None}}, outcomes={"t.yaml::t": "passed"},
+        scores=[{"key": "s/t", "rows": [["s/t", "(all)", "pct_stereotype", "0.75", "4"]]}], custom_tests=[],
+        unused=[], run_config={}))
+
+
+def _paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from _paths(child, (*prefix, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _paths(child, (*prefix, index))
+
+
+@pytest.mark.parametrize("examples", EXAMPLES)
+def test_a_run_record_with_any_value_anywhere_is_read_or_refused_by_name(examples, monkeypatch):
+    """A record resealed after any one value in it was replaced by any JSON value (so the digest holds and the
+    reader's own checks are what is tested) reads, or is a RunRecordError naming the record: never another error."""
+    from pytest_modelbench.record_integrity import KEY_ENV, sealed
+    from pytest_modelbench.run_record import RunRecordError, read_record
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    document = _valid_record_document()
+    paths = [path for path in _paths(document) if path and path[0] not in ("digest", "signature")]
+    folder = Path(tempfile.mkdtemp())
+
+    def check(drawn):
+        index, value = drawn
+        changed = json.loads(json.dumps(document))
+        *parents, last = paths[index % len(paths)]
+        holder = changed
+        for step in parents:
+            holder = holder[step]
+        holder[last] = value
+        path = folder / "record.json"
+        rewrite(path, json.dumps(sealed(changed, None)).encode("utf-8"))
+        try:
+            read_record(path)
+        except RunRecordError as exc:
+            assert str(path) in str(exc)
+
+    run_property(examples, st.tuples(st.integers(min_value=0), JSON_VALUES), check)
+
+
+@pytest.mark.parametrize("examples", EXAMPLES)
+def test_any_bytes_as_a_run_record_are_refused_by_name(examples):
+    from pytest_modelbench.run_record import RunRecordError, read_record
+
+    folder = Path(tempfile.mkdtemp())
+
+    def check(content):
+        path = folder / "record.json"
+        rewrite(path, content)
+        with pytest.raises(RunRecordError, match=re.escape(str(path))):
+            read_record(path)
+
+    run_property(examples, st.binary(max_size=200) | st.text(max_size=200).map(str.encode), check)
