@@ -50,6 +50,7 @@ class BootstrapResult:
     low: float  # percentile interval of the resampled deltas
     high: float
     standard_error: float  # std (ddof=1) of the resampled deltas
+    baseline_standard_error: float  # std (ddof=1) of the baseline's resampled statistic
 
 
 def paired_bootstrap(
@@ -83,10 +84,12 @@ def paired_bootstrap(
     n = base.size
     rng = np.random.Generator(np.random.PCG64(seed))
     deltas = np.empty(n_resamples)
+    baselines = np.empty(n_resamples)
     rows = max(1, _CHUNK_ELEMENTS // n)
     for start in range(0, n_resamples, rows):
         idx = rng.integers(0, n, size=(min(rows, n_resamples - start), n))
-        deltas[start : start + len(idx)] = statistic(cand[idx].mean(axis=1)) - statistic(base[idx].mean(axis=1))
+        baselines[start : start + len(idx)] = statistic(base[idx].mean(axis=1))
+        deltas[start : start + len(idx)] = statistic(cand[idx].mean(axis=1)) - baselines[start : start + len(idx)]
 
     tail = (1 - confidence) / 2
     low, high = np.quantile(deltas, [tail, 1 - tail])
@@ -95,6 +98,7 @@ def paired_bootstrap(
         low=float(low),
         high=float(high),
         standard_error=bootstrap_standard_error(deltas),
+        baseline_standard_error=bootstrap_standard_error(baselines),
     )
 
 
@@ -139,16 +143,38 @@ def worse_than_margin_pvalue(delta: float, standard_error: float, margin: float)
 
 
 def detectable_regression(
-    standard_error: float, margin: float, alpha: float = 0.05, power: float = 0.8
+    standard_error: float, margin: float, alpha: float = 0.05, power: float = 0.8, *,
+    binary_documents: int | None = None, baseline_standard_error: float = 0.0,
 ) -> float:
     """Smallest true regression that a one-sided test of "not worse than -margin" at level alpha catches with the
-    given power: margin + (z_{1-alpha} + z_power) × SE (positive, in the units of delta)."""
-    if standard_error < 0 or margin < 0:
-        raise ValueError(f"standard_error and margin must be >= 0, got {standard_error}, {margin}")
+    given power: margin + (z_{1-alpha} + z_power) × SE (positive, in the units of delta), where SE is the standard
+    error a candidate regressed by that much would have, not necessarily the observed one:
+
+    binary_documents: for a mean of 0/1 outcomes over that many documents, SE is never below √(δ(1−δ)/n) at the
+        regression δ: a candidate whose mean fell by δ changed at least a share δ of its documents, so its paired
+        differences have a variance of at least δ(1−δ) (the fewest changed documents: a share δ lost, none gained).
+        With no document changed (SE 0) the result is that of such a candidate, and no regression smaller than it
+        is caught with the given power whatever its churn.
+    baseline_standard_error: for other outcomes, the standard error of the baseline's own value, used when the
+        paired SE is 0 (no document changed): the paired SE of a candidate that drew half its documents anew from
+        the baseline's distribution (Var(d) = ½ × 2σ²).
+    """
+    if standard_error < 0 or margin < 0 or baseline_standard_error < 0:
+        raise ValueError(f"standard errors and margin must be >= 0, got {standard_error}, {margin}, "
+                         f"{baseline_standard_error}")
     if not 0 < alpha < 1 or not 0 < power < 1:
         raise ValueError(f"alpha and power must be in (0, 1), got {alpha}, {power}")
-    z = NormalDist().inv_cdf
-    return margin + (z(1 - alpha) + z(power)) * standard_error
+    z = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf(power)
+    if binary_documents is None:
+        return margin + z * (standard_error or baseline_standard_error)
+    if binary_documents < 1:
+        raise ValueError(f"binary_documents must be >= 1, got {binary_documents}")
+    # The larger root of (δ − margin)² = k δ (1 − δ), k = z² / n: the least regression δ ≥ margin caught at the
+    # least variance such a regression can have.
+    k = z * z / binary_documents
+    b = 2 * margin + k
+    least_churn = (b + math.sqrt(max(0.0, b * b - 4 * (1 + k) * margin * margin))) / (2 * (1 + k))
+    return max(margin + z * standard_error, least_churn)
 
 
 def paired_binary_standard_error(baseline: np.ndarray, candidate: np.ndarray) -> float:
