@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_modelbench.errors import ModelbenchError
-from pytest_modelbench.gate.decision import SessionDecision
+from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, SessionDecision
 from pytest_modelbench.gate.report import GateResult, properties
 from pytest_modelbench.report import json_text, results_document
 from pytest_modelbench.sharding import Shard
@@ -132,13 +132,15 @@ class MergedSession:
 
     @property
     def exit_status(self) -> int:
-        """As the one process would exit: 1 when a task or test failed, a suite's pooled entry regressed (judged
-        here, as no shard saw all of a suite's tasks) or a baseline is unused, else 0."""
-        return max(max(record.exit_status for record in self.records), int(self.decision.pooled_regressed))
+        """As the one process would exit: 1 when the decision's outcome fails (a task or test failed, a suite's
+        pooled entry regressed (judged here, as no shard saw all of a suite's tasks), a baseline is unused), else 0;
+        the reports head with the same outcome."""
+        return EXIT_STATUS_FAIL if self.decision.outcome().failed else 0
 
     def results_json(self) -> str:
         return json_text(results_document(self.scores, dict(self.records[0].run_config),
-                                          self.decision.outcomes_json(), self.decision.pooled_json()))
+                                          self.decision.outcomes_json(), self.decision.pooled_json(),
+                                          self.decision.outcome_json()))
 
 
 def merge(records: Sequence[RunRecord]) -> MergedSession:
@@ -161,7 +163,8 @@ def merge(records: Sequence[RunRecord]) -> MergedSession:
     decision = SessionDecision(str(gate["baseline_name"]), score_only=bool(gate["score_only"]),
                                pooled_weights=dict(first.session["alpha_split"].get("pooled", {})),
                                error_control=str(gate["error_control"]),
-                               early_stop_verdicts=bool(gate.get("early_stop_verdicts", False)))
+                               early_stop_verdicts=bool(gate.get("early_stop_verdicts", False)),
+                               pytest_status=max(record.exit_status for record in records))
     for record in records:
         decision.results.extend(record.results)
         decision.custom_tests.update(record.custom_tests)
