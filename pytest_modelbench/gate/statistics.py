@@ -153,8 +153,9 @@ def detectable_regression(
     binary_documents: for a mean of 0/1 outcomes over that many documents, SE is never below √(δ(1−δ)/n) at the
         regression δ: a candidate whose mean fell by δ changed at least a share δ of its documents, so its paired
         differences have a variance of at least δ(1−δ) (the fewest changed documents: a share δ lost, none gained).
-        With no document changed (SE 0) the result is that of such a candidate, and no regression smaller than it
-        is caught with the given power whatever its churn.
+        The result is at least that least-churn candidate's MDE, whose test statistic grows with its drop (see
+        `least_churn_regression`); with no document changed (SE 0) it is that MDE, and no regression smaller than it
+        is caught with the given power, whatever its churn.
     baseline_standard_error: for other outcomes, the standard error of the baseline's own value, used when the
         paired SE is 0 (no document changed): the paired SE of a candidate that drew half its documents anew from
         the baseline's distribution (Var(d) = ½ × 2σ²).
@@ -164,17 +165,26 @@ def detectable_regression(
                          f"{baseline_standard_error}")
     if not 0 < alpha < 1 or not 0 < power < 1:
         raise ValueError(f"alpha and power must be in (0, 1), got {alpha}, {power}")
-    z = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf(power)
+    z_alpha, z_power = NormalDist().inv_cdf(1 - alpha), NormalDist().inv_cdf(power)
     if binary_documents is None:
-        return margin + z * (standard_error or baseline_standard_error)
-    if binary_documents < 1:
-        raise ValueError(f"binary_documents must be >= 1, got {binary_documents}")
-    # The larger root of (δ − margin)² = k δ (1 − δ), k = z² / n: the least regression δ ≥ margin caught at the
-    # least variance such a regression can have.
-    k = z * z / binary_documents
+        return margin + (z_alpha + z_power) * (standard_error or baseline_standard_error)
+    # The least-churn candidate's delta varies with its own size: the drop at which the test's edge (the least drop
+    # that can test as worse) lies z_power of its standard errors below it.
+    edge = least_churn_regression(margin, z_alpha, binary_documents)
+    least_churn = least_churn_regression(edge, z_power, binary_documents)
+    return max(margin + (z_alpha + z_power) * standard_error, least_churn)
+
+
+def least_churn_regression(margin: float, z: float, documents: int) -> float:
+    """The drop δ of a mean of 0/1 values over `documents` that lies z standard errors beyond −margin at the least
+    variance a drop of δ can have: paired differences in {−1, 0, 1} with mean −δ have a variance of at least δ − δ²,
+    so δ − margin = z × √((δ − δ²) / n) (the root of (δ − margin)² = k δ (1 − δ), k = z² / n, on the side of z)."""
+    if documents < 1:
+        raise ValueError(f"documents must be >= 1, got {documents}")
+    k = z * z / documents
     b = 2 * margin + k
-    least_churn = (b + math.sqrt(max(0.0, b * b - 4 * (1 + k) * margin * margin))) / (2 * (1 + k))
-    return max(margin + z * standard_error, least_churn)
+    root = math.copysign(math.sqrt(max(0.0, b * b - 4 * (1 + k) * margin * margin)), z)
+    return (b + root) / (2 * (1 + k))
 
 
 def paired_binary_standard_error(baseline: np.ndarray, candidate: np.ndarray) -> float:

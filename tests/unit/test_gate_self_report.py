@@ -16,9 +16,17 @@ from pytest_modelbench.gate.statistics import Verdict, detectable_regression
 from tests.fixtures.gate_records import make_record
 
 
-def _least_churn_regression(margin: float, z: float, n: int) -> float:
-    """Bisection for the δ >= margin at which δ − z·√(δ(1−δ)/n) = margin: the regression a candidate that only lost
-    documents must reach to be caught (an independent solve of what detectable_regression computes in closed form)."""
+def _least_churn_mde(margin: float, alpha: float, n: int, power: float = 0.8) -> float:
+    """The drop a candidate that only loses documents (each right one lost with the same probability: its drop has a
+    standard error of about √(δ(1−δ)/n)) must have to test as worse than the margin at level alpha with the given
+    power: the least drop that tests as worse (the edge) must lie z_power of those standard errors below it. Solved
+    by bisection, independently of detectable_regression's closed form."""
+    edge = _bisect(margin, NormalDist().inv_cdf(1 - alpha), n)
+    return _bisect(edge, NormalDist().inv_cdf(power), n)
+
+
+def _bisect(margin: float, z: float, n: int) -> float:
+    """The δ >= margin at which δ − z·√(δ(1−δ)/n) = margin."""
     low, high = margin, 1.0
     for _ in range(200):
         middle = (low + high) / 2
@@ -34,9 +42,8 @@ def test_an_unchanged_accuracy_is_not_caught_at_its_margin():
     record = make_record({"acc": (rng.random(1000) < 0.6).astype(float)})
     (entry,) = compare(record, record, Tolerance(absolute_margin=0.01, alpha=0.05)).entries
     assert entry.standard_error == 0.0 and entry.verdict is Verdict.PASS
-    z = NormalDist().inv_cdf(1 - 0.05) + NormalDist().inv_cdf(0.8)
     # a candidate that lost a share δ of the documents and gained none: paired variance δ(1−δ)
-    assert entry.mde == pytest.approx(_least_churn_regression(0.01, z, 1000), rel=1e-6)
+    assert entry.mde == pytest.approx(_least_churn_mde(0.01, 0.05, 1000), rel=1e-6)
     assert entry.mde > 2 * entry.margin  # the margin itself was printed before
 
 
@@ -56,7 +63,7 @@ def test_an_unchanged_continuous_metric_takes_the_baselines_standard_error():
 def test_the_least_churn_floor_never_lowers_the_observed_mde_and_joins_it_continuously():
     n, margin, alpha = 1000, 0.01, 0.01
     z = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf(0.8)
-    floor = _least_churn_regression(margin, z, n)
+    floor = _least_churn_mde(margin, alpha, n)
     # a churn well above the floor's variance: the observed standard error decides, as before
     se = math.sqrt(0.15 / n)
     assert detectable_regression(se, margin, alpha, binary_documents=n) == pytest.approx(margin + z * se)
