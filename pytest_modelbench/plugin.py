@@ -284,5 +284,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     tasks = gathered.tasks()
     if not tasks:
         return
-    document = results_document(tasks, run_config(runner.options), gate.outcomes_json(config), gate.pooled_json(config))
+    document = results_document(tasks, run_config(runner.options), gate.outcomes_json(config), gate.pooled_json(config),
+                                gate.outcome_json(config))
     cli_options.write_output(session, "--results-json", path, json_text(document))

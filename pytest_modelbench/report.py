@@ -80,10 +80,11 @@ def run_config(options: Any) -> dict[str, Any]:
 
 def results_document(
     tasks: Iterable[dict[str, Any]], run_config: dict[str, Any], gate: dict[str, dict[str, Any]],
-    pooled: list[dict[str, Any]] | None = None,
+    pooled: list[dict[str, Any]] | None = None, outcome: dict[str, Any] | None = None,
 ) -> dict:
     """`tasks`: each task's `task_results`, in the document's order; `gate`: each gated task's outcome
-    (gate/report.py, GateResult.as_json); `pooled`: the suites' pooled entries (gate/pooled.py), when there are any.
+    (gate/report.py, GateResult.as_json); `pooled`: the suites' pooled entries (gate/pooled.py), when there are any;
+    `outcome`: the session's, as its exit status says it (gate/decision.py, SessionOutcome.as_json).
     Every section is keyed by the task's '<suite>/<task>' key; `tasks` maps each key to its suite and name."""
     document: dict[str, Any] = {
         "format": RESULTS_FORMAT, "tasks": {}, "results": {}, "categories": {}, "n-shot": {}, "versions": {},
@@ -91,6 +92,8 @@ def results_document(
     }
     if pooled:
         document["pooled"] = pooled
+    if outcome is not None:
+        document["outcome"] = outcome
     for results in tasks:
         key = results["key"]
         document["tasks"][key] = {"suite": results["suite"], "task": results["task"]}

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from pytest_modelbench.errors import ModelbenchError
-from pytest_modelbench.gate.decision import SessionDecision
+from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, SessionDecision
 from pytest_modelbench.gate.rejudge import EvidenceProblem, rejudge
 from pytest_modelbench.gate.report import (
     STATUS_COMPARED,
@@ -240,15 +240,16 @@ class MergedSession:
 
     @property
     def exit_status(self) -> int:
-        """As the one process would exit: 1 when a task or test failed or a suite's pooled entry regressed (all
-        recomputed here), or a shard exited 1 (unused baselines; a record's own status can raise the merge's, never
-        lower it), else 0."""
-        recomputed = int(self.failed or self.decision.pooled_regressed)
-        return max(recomputed, max(record.exit_status for record in self.records))
+        """As the one process would exit: 1 when the decision's outcome fails (a task or test failed, recomputed here
+        or as its record states; a suite's pooled entry regressed, judged here as no shard saw all of a suite's tasks;
+        a baseline is unused; a shard exited 1: a record's own status can raise the merge's, never lower it), else 0.
+        The reports head with the same outcome."""
+        return EXIT_STATUS_FAIL if self.failed or self.decision.outcome().failed else 0
 
     def results_json(self) -> str:
         return json_text(results_document(self.scores, dict(self.records[0].run_config),
-                                          self.decision.outcomes_json(), self.decision.pooled_json()))
+                                          self.decision.outcomes_json(), self.decision.pooled_json(),
+                                          self.decision.outcome_json()))
 
 
 def merge(records: Sequence[RunRecord], project: "ProjectGate") -> MergedSession:
@@ -269,7 +270,8 @@ def merge(records: Sequence[RunRecord], project: "ProjectGate") -> MergedSession
         )
     policy = project.policy
     decision = SessionDecision(policy.baseline_name, pooled_weights=dict(project.split.pooled),
-                               error_control=policy.error_control, early_stop_verdicts=policy.early_stop_verdicts)
+                               error_control=policy.error_control, early_stop_verdicts=policy.early_stop_verdicts,
+                               pytest_status=max(record.exit_status for record in records))
     failed = False
     for record in records:
         _check_scored(record)
@@ -278,6 +280,7 @@ def merge(records: Sequence[RunRecord], project: "ProjectGate") -> MergedSession
         failed = failed or task_failed
         decision.custom_tests.update(record.custom_tests)
         decision.unused.update(record.unused)
+        decision.failed_tests.update(nodeid for nodeid, outcome in record.outcomes.items() if outcome == "failed")
         failed = failed or any(record.outcomes.get(nodeid) == "failed" for nodeid in record.custom_tests)
     _check_checkpoint(records, decision.results)
     scores = sorted((s for r in records for s in r.scores), key=lambda s: s["key"])

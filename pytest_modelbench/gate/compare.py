@@ -39,7 +39,10 @@ its tasks. A group metric that some tasks do not score is tested on the document
 Error control. The task's entries (every metric, overall and per category) are one family, tested with weighted
 Holm at alpha / tasks (`Tolerance.task_alpha`): the overall entries share half the weight, the categories the other
 half (the overall entries all of it when there are no categories), and within each share a derived metric's entry
-weighs DERIVED_WEIGHT against 1 for every other metric's; a rejected entry passes its weight on.
+weighs DERIVED_WEIGHT against 1 for every other metric's; a rejected entry passes its weight on. The p-values of
+"not better than +margin" are adjusted the same way, with the same weights, so "improved" is claimed as rarely.
+MDE. `statistics.detectable_regression` at the entry's own share of the level, with the least-churn floor for 0/1
+outcomes and the baseline's own standard error for others when no document changed.
 Verdict. `statistics.judge`; the effective margin is the metric's `Margin` at the baseline value.
 """
 
@@ -89,7 +92,8 @@ class Entry:
     candidate: float
     delta: float  # oriented: positive is better
     margin: float
-    p_value: float  # of "not worse than −margin", Holm-adjusted over the task (improved: "not better than +margin")
+    p_value: float  # of "not worse than −margin", Holm-adjusted over the task (improved: of "not better than +margin",
+    # Holm-adjusted likewise)
     raw_p_value: float  # of "not worse than −margin", unadjusted
     mde: float  # smallest regression caught with 80% power (positive, units of delta)
     standard_error: float  # of delta (0 when there is no test)
@@ -149,6 +153,8 @@ class _Test:
     test: str  # "mcnemar" | "bootstrap" | "none"
     lost: int = 0  # McNemar only: discordant documents, oriented (good → bad, bad → good)
     gained: int = 0
+    binary: bool = False  # 0/1 per-document values (the MDE's least-churn floor, statistics.detectable_regression)
+    baseline_standard_error: float = 0.0  # bootstrap only: of the baseline's own value (the MDE with no change)
 
     def p_values(self, margin: float) -> tuple[float, float]:
         """(p_worse, p_better): one-sided p-values of "not worse than −margin" and "not better than +margin"."""
@@ -210,16 +216,18 @@ def paired_test(
         result = paired_bootstrap(
             base, cand, of_mean=lambda means: -np.abs(means - float(ideal)), n_resamples=n_resamples, seed=seed
         )
-        return _Test(result.delta, result.standard_error, "bootstrap")
+        return _Test(result.delta, result.standard_error, "bootstrap", binary=binary,
+                     baseline_standard_error=result.baseline_standard_error)
     sign = 1.0 if direction == "higher" else -1.0
     if binary:
         good_base, good_cand = (base == 1, cand == 1) if sign > 0 else (base == 0, cand == 0)
         lost = int(np.count_nonzero(good_base & ~good_cand))
         gained = int(np.count_nonzero(~good_base & good_cand))
         delta = sign * float(np.mean(cand) - np.mean(base))
-        return _Test(delta, paired_binary_standard_error(base, cand), "mcnemar", lost, gained)
+        return _Test(delta, paired_binary_standard_error(base, cand), "mcnemar", lost, gained, binary=True)
     result = paired_bootstrap(sign * base, sign * cand, n_resamples=n_resamples, seed=seed)
-    return _Test(result.delta, result.standard_error, "bootstrap")
+    return _Test(result.delta, result.standard_error, "bootstrap",
+                 baseline_standard_error=result.baseline_standard_error)
 
 
 def _oriented(value: float, direction: str, ideal: float | None) -> float:
@@ -267,14 +275,16 @@ def aggregate_test(
         return base_value, cand_value, _NO_TEST
     delta = _oriented(cand_value, direction, ideal) - _oriented(base_value, direction, ideal)
     rng = np.random.Generator(np.random.PCG64(seed))
-    deltas = []
+    deltas, baselines = [], []
     for _ in range(n_resamples):
         b, c = values_at(rng.integers(0, n, size=n))
         if b is not None and c is not None:
             deltas.append(_oriented(c, direction, ideal) - _oriented(b, direction, ideal))
+            baselines.append(_oriented(b, direction, ideal))
     if n < 2:
         return base_value, cand_value, _Test(float(delta), 0.0, "none")
-    return base_value, cand_value, _Test(float(delta), bootstrap_standard_error(np.asarray(deltas)), "bootstrap")
+    return base_value, cand_value, _Test(float(delta), bootstrap_standard_error(np.asarray(deltas)), "bootstrap",
+                                         baseline_standard_error=bootstrap_standard_error(np.asarray(baselines)))
 
 
 def compare(
@@ -353,10 +363,14 @@ def compare(
     weights = holm_weights([(t.metric, t.category) for t in tested])
     alpha = tolerance.task_alpha
     adjusted = holm_adjust([worse for worse, _ in p_values], weights) if tested else []
+    adjusted_better = holm_adjust([better for _, better in p_values], weights) if tested else []
     entries: list[Entry] = []
-    for t, margin, (worse, better), p_value, weight in zip(tested, margins, p_values, adjusted, weights):
+    for t, margin, (worse, _), p_value, better, weight in zip(tested, margins, p_values, adjusted, adjusted_better,
+                                                               weights):
         # The entry's own level before any weight is passed on to it: what it is sure to be tested at.
-        mde = detectable_regression(t.test.standard_error, margin, alpha * weight / sum(weights), POWER)
+        mde = detectable_regression(t.test.standard_error, margin, alpha * weight / sum(weights), POWER,
+                                    binary_documents=t.n if t.test.binary else None,
+                                    baseline_standard_error=t.test.baseline_standard_error)
         judgement = judge(
             t.test.delta, p_worse=p_value, p_better=better, standard_error=t.test.standard_error, margin=margin,
             alpha=alpha, mde=mde,

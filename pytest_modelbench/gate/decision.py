@@ -18,10 +18,47 @@ from typing import Any, Callable, Sequence
 from pytest_modelbench.gate.early_stop import settle_pooled
 from pytest_modelbench.gate.html_report import html_page
 from pytest_modelbench.gate.pooled import PooledEntry, PoolingStats, pooled_entries
-from pytest_modelbench.gate.report import STATUS_COMPARED, GateResult, markdown, pooled_lines, terminal_lines
+from pytest_modelbench.gate.report import (
+    STATUS_COMPARED,
+    GateResult,
+    markdown,
+    pooled_lines,
+    sorted_results,
+    terminal_lines,
+)
 from pytest_modelbench.gate.statistics import Verdict
 
-EXIT_STATUS_FAIL_UNUSED = 1  # as syrupy
+EXIT_STATUS_FAIL = 1  # pytest's "tests failed"; syrupy's for unused baselines
+# pytest's exit statuses that say more than "a test failed" (5, no tests collected, fails nothing here)
+_PYTEST_STATUSES = {2: "interrupted", 3: "internal error", 4: "usage error"}
+_NAMED = 3  # node ids named in a reason before "and N more"
+
+
+@dataclass(frozen=True)
+class SessionOutcome:
+    """Whether the session passed and, if not, why: decided once by `SessionDecision.outcome`, read by the exit status
+    and by every report's headline (terminal summary, --md-report, --html-report, --results-json, --junitxml)."""
+
+    reasons: tuple[str, ...] = ()  # why it failed; none: it passed
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.reasons)
+
+    @property
+    def status(self) -> str:
+        return "failed" if self.failed else "passed"
+
+    def headline(self) -> str:
+        return f"gate {self.status}" + (f": {'; '.join(self.reasons)}" if self.reasons else "")
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status, "reasons": list(self.reasons)}
+
+
+def _named(nodeids: Sequence[str]) -> str:
+    more = f" and {len(nodeids) - _NAMED} more" if len(nodeids) > _NAMED else ""
+    return ", ".join(nodeids[:_NAMED]) + more
 
 
 @dataclass
@@ -43,6 +80,11 @@ class SessionDecision:
     # --early-stop: why a suite's pooled entries could not be settled (a stopped task failed to score on); fails
     pooled_problems: list[str] = field(default_factory=list)
     early_stop_verdicts: bool = False  # --early-stop-verdicts: a pooled entry settles only at its full-run verdict
+    failed_tests: set[str] = field(default_factory=set)  # node ids of every test that failed in any phase
+    collection_errors: list[str] = field(default_factory=list)  # node ids of the collectors that failed
+    update: bool = False  # --snapshot-update: unused baselines are deleted, not failed
+    warn_unused: bool = False  # --snapshot-warn-unused: unused baselines only warn
+    pytest_status: int = 0  # pytest's exit status before the gate's own verdicts (a shard's, in a merge: the worst)
 
     def pooled(self) -> list[PooledEntry]:
         """The pooled entries of every suite with a pooled family and two or more compared tasks (gate/pooled.py);
@@ -92,8 +134,39 @@ class SessionDecision:
         """The pooled entries for --results-json."""
         return [entry.as_json() for entry in self.pooled()]
 
-    def fails_on_unused(self, *, update: bool, warn_unused: bool) -> bool:
-        return bool(self.unused) and not update and not warn_unused
+    def fails_on_unused(self) -> bool:
+        return bool(self.unused) and not self.update and not self.warn_unused
+
+    def outcome(self) -> SessionOutcome:
+        """The session's pass or fail, and why: the one place it is decided. The exit status is 1 where it fails
+        (pytest's own status where that says more) and every report heads with it."""
+        failed_results = [r for r in self.results if r.failed]
+        reasons = []
+        if failed_results:
+            reasons.append(f"{len(failed_results)} task(s) failed: "
+                           + _named([f"{r.task} ({r.outcome})" for r in sorted_results(failed_results)]))
+        explained = {r.nodeid for r in failed_results}
+        other_failures = sorted(self.failed_tests - explained)
+        if other_failures:
+            reasons.append(f"{len(other_failures)} test(s) failed: {_named(other_failures)}")
+        if self.collection_errors:
+            reasons.append(f"{len(self.collection_errors)} collection error(s): {_named(self.collection_errors)}")
+        if self.fails_on_unused():
+            reasons.append(f"{len(self.unused)} unused baseline(s)")
+        if self.pooled_regressed:
+            regressed = [e for e in self.pooled() if e.verdict is Verdict.REGRESSED]
+            reasons.append(f"{len(regressed)} pooled entr{'y' if len(regressed) == 1 else 'ies'} regressed: "
+                           + ", ".join(f"{e.suite} {e.metric}" for e in regressed))
+        reasons += self.pooled_problems
+        if self.pytest_status in _PYTEST_STATUSES:
+            reasons.append(f"pytest: {_PYTEST_STATUSES[self.pytest_status]} (exit status {self.pytest_status})")
+        elif self.pytest_status == 1 and not reasons:
+            reasons.append("pytest exit status 1 (a test or check failed)")
+        return SessionOutcome(tuple(reasons))
+
+    def outcome_json(self) -> dict[str, Any]:
+        """The session's outcome for --results-json and --junitxml."""
+        return self.outcome().as_json()
 
     def terminal_section(self, *, baselines_missing: str | None = None, update: bool = False) -> tuple[str, list[str]]:
         """The summary's section title and lines (no lines: nothing to say)."""
@@ -104,7 +177,7 @@ class SessionDecision:
                 f"no gate ran: the scores of {len(self.results)} task(s) were compared with no baseline; "
                 "they pass no release gate"
             ]
-        lines: list[str] = []
+        lines: list[str] = [self.outcome().headline()] if self.results or self.unused else []
         if self.results and baselines_missing:
             lines.append(baselines_missing)
         if self.results:
@@ -120,10 +193,11 @@ class SessionDecision:
         """The markdown and HTML reports, through `write(option, path, text)`."""
         unused = [self.display(u) for u in sorted(self.unused)]
         pooled = self.pooled()
+        outcome = self.outcome()
         if md_report is not None:
-            write("--md-report", md_report, markdown(self.results, self.baseline_name, unused, pooled))
+            write("--md-report", md_report, markdown(self.results, self.baseline_name, outcome, unused, pooled))
         if html_report is not None:
-            write("--html-report", html_report, html_page(self.results, self.baseline_name, unused, pooled))
+            write("--html-report", html_report, html_page(self.results, self.baseline_name, outcome, unused, pooled))
 
     def _unused_lines(self, update: bool) -> list[str]:
         if not self.unused:

@@ -64,7 +64,7 @@ from pytest_modelbench.gate import pooled as pooled_module
 from pytest_modelbench.gate.pooled import PooledEntry, PoolingStats
 from pytest_modelbench.gate.compare import Entry, TaskComparison, compare, holm_weights
 from pytest_modelbench.gate.noise_floor import binary_metrics
-from pytest_modelbench.gate.statistics import Verdict, holm_adjust
+from pytest_modelbench.gate.statistics import Verdict, holm_adjust, least_churn_regression
 
 BLOCKS = 8
 MIN_BLOCK = 100
@@ -262,9 +262,7 @@ def binary_regression_edge(margin: float, z: float, total: int) -> float:
     """The smallest drop x at which a mean of `total` 0/1 values per document can test as worse than −`margin`
     at z: per-document differences d in {−1, 0, 1} have variance at least |mean d| − (mean d)², so a delta of −x
     has a standard error of at least sqrt((x − x²) / total), and x − margin = z × that (the larger root)."""
-    k = z * z / total
-    b = 2 * margin + k
-    return (b + math.sqrt(max(0.0, b * b - 4 * (1 + k) * margin * margin))) / (2 * (1 + k))
+    return least_churn_regression(margin, z, total)
 
 
 def look(baseline: BaselineRecord, candidate: BaselineRecord, looks: int, pooled: bool = False,

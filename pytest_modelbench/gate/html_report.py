@@ -10,7 +10,7 @@ run's scores); both runs' provenance, the rows that differ highlighted; the most
 from __future__ import annotations
 
 from html import escape
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pytest_modelbench.gate.baseline import COMPARABILITY_KEYS
 from pytest_modelbench.gate.changed_documents import format_value
@@ -33,7 +33,9 @@ from pytest_modelbench.gate.report import (
     format_p,
     pooled_rows,
 )
-from pytest_modelbench.gate.statistics import Verdict
+
+if TYPE_CHECKING:
+    from pytest_modelbench.gate.decision import SessionOutcome
 
 Z_95 = 1.959964  # two-sided 95% normal quantile: the interval drawn around each delta
 VERDICT_COLOURS = {"regressed": "#c5221f", "improved": "#188038", "inconclusive": "#e37400", "pass": "#1a73e8"}
@@ -219,15 +221,15 @@ def _task_section(result: GateResult) -> str:
     return "".join(parts)
 
 
-def html_page(results: Sequence[GateResult], baseline_name: str, unused: Sequence[str] = (),
-              pooled: Sequence[PooledEntry] = ()) -> str:
+def html_page(results: Sequence[GateResult], baseline_name: str, outcome: SessionOutcome,
+              unused: Sequence[str] = (), pooled: Sequence[PooledEntry] = ()) -> str:
+    """`outcome`: the session's (gate/decision.py), which its exit status says too."""
     results = sorted_results(results)
-    failed = any(r.failed for r in results) or any(e.verdict is Verdict.REGRESSED for e in pooled)
-    verdict = '<b class="failed">failed</b>' if failed else '<b class="passed">passed</b>'
-    head = f"Baseline <b>{escape(baseline_name)}</b> · gate {verdict}"
+    head = f'Baseline <b>{escape(baseline_name)}</b> · gate <b class="{outcome.status}">{outcome.status}</b>'
     if results:
         head += f" · {len(results)} task(s): {escape(summary_counts(results))}"
-    notes = [line for line in (error_rate_line(results, pooled), *baseline_ref_lines(results)) if line]
+    notes = [*outcome.reasons]
+    notes += [line for line in (error_rate_line(results, pooled), *baseline_ref_lines(results)) if line]
     if unused:
         notes.append(f"Unused baselines ({len(unused)}): " + ", ".join(unused))
     overview = _table(
@@ -247,7 +249,7 @@ def html_page(results: Sequence[GateResult], baseline_name: str, unused: Sequenc
     )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>pytest-modelbench gate: {'failed' if failed else 'passed'}</title><style>{STYLE}</style></head><body>"
+        f"<title>pytest-modelbench gate: {outcome.status}</title><style>{STYLE}</style></head><body>"
         f"<h1>pytest-modelbench baseline gate</h1><p>{head}</p>"
         + "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
         + overview + body + legend + "</body></html>\n"

@@ -93,7 +93,7 @@ class PooledEntry:
     delta: float
     margin: float
     standard_error: float
-    p_value: float  # Holm-adjusted over the suite's pooled entries
+    p_value: float  # Holm-adjusted over the suite's pooled entries (improved: of "not better than +margin", likewise)
     mde: float
     level: float  # the family's level: alpha × weight / total weight
     verdict: Verdict
@@ -127,9 +127,11 @@ def pooled_entries(suite: str, stats_by_task: Mapping[str, Sequence[PoolingStats
     pooled = [(metric, members) for metric, members in sorted(by_metric.items()) if len(members) >= 2]
     tests = [_pooled_test(members) for _, members in pooled]
     adjusted = holm_adjust([worse for worse, *_ in tests]) if tests else []
+    adjusted_better = holm_adjust([better for _, better, *_ in tests]) if tests else []
     entries = []
-    for (metric, members), (worse, better, n, delta, se, margin), p_value in zip(pooled, tests, adjusted):
-        mde = detectable_regression(se, margin, level / len(pooled), POWER)
+    for (metric, members), (_, _, n, delta, se, margin), p_value, better in zip(pooled, tests, adjusted,
+                                                                               adjusted_better):
+        mde = detectable_regression(se, margin, level / len(pooled), POWER, binary_documents=n)
         judgement = judge(delta, p_worse=p_value, p_better=better, standard_error=se, margin=margin, alpha=level,
                           mde=mde)
         entries.append(PooledEntry(

@@ -18,17 +18,19 @@ metric by `gate/settings.py`.
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
 import pytest
+from _pytest import junitxml
 
 from pytest_modelbench import cli_options
 from pytest_modelbench.errors import BaselineError, ModelbenchError
 from pytest_modelbench.gate import pooled
 from pytest_modelbench.gate.alpha_split import AlphaSplit
-from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL_UNUSED, SessionDecision
+from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, SessionDecision
 from pytest_modelbench.gate.early_stop import BLOCKS, EarlyStop, pooled_look_blocks
 from pytest_modelbench.gate.judge import GateOutcome, early_stop_for, judge_task
 from pytest_modelbench.gate.noise_floor import NoiseFloorWarning
@@ -43,7 +45,7 @@ from pytest_modelbench.gate.policy import (
     checked_policy,
     checked_weights,
 )
-from pytest_modelbench.gate.report import STATUS_MISSING, GateResult, properties
+from pytest_modelbench.gate.report import PROPERTY_PREFIX, STATUS_MISSING, GateResult, properties
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.settings import DEFAULT_TOLERANCE
 from pytest_modelbench.gate.storage import YAML_SUFFIXES, BaselineStore
@@ -54,6 +56,7 @@ from pytest_modelbench.tasks.identity import TaskId, identify, suites_under
 DEFAULT_BASELINES_DIR = "baselines"
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
 _POOLED_OUTPUT_KEY = "modelbench_gate_pooled"
+OUTCOME_PROPERTY = PROPERTY_PREFIX + ".outcome"  # --junitxml's test-suite property: the session's outcome (JSON)
 GATED_ITEMS = ("TaskItem", "GroupItem")  # plugin.py's items that are gated: a task, a group (each one task here)
 # An item's evidence for --run-record (recording.py): its candidate record (Judgement.candidate_text) and, where a
 # metric aggregates over the documents themselves, its documents
@@ -213,7 +216,8 @@ class GateSession:
         self.decision = SessionDecision(self.policy.baseline_name, score_only=self.policy.score_only,
                                         display=self.store.display, error_control=self.policy.error_control,
                                         updating=self.policy.writes,
-                                        early_stop_verdicts=self.policy.early_stop_verdicts)
+                                        early_stop_verdicts=self.policy.early_stop_verdicts,
+                                        update=self.policy.update, warn_unused=self.warn_unused)
 
     @property
     def baseline_name(self) -> str:
@@ -327,7 +331,13 @@ class GateSession:
         if item.path is not None and item.path.suffix in YAML_SUFFIXES and is_gated(item):
             self.suite_dirs.add(Path(item.path).parent.resolve())
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.decision.collection_errors.append(report.nodeid)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            self.decision.failed_tests.add(report.nodeid)
         if report.when == "setup" and not report.passed or report.when == "call":
             if Path(report.nodeid.split("::")[0]).suffix not in YAML_SUFFIXES:
                 self.decision.custom_tests.add(report.nodeid)  # pytest's totals count these beside the task items
@@ -358,11 +368,14 @@ class GateSession:
             for path in sorted(decision.unused):
                 Path(path).unlink(missing_ok=True)
                 decision.deleted.append(path)
-        elif decision.fails_on_unused(update=self.policy.update, warn_unused=self.warn_unused):
-            session.exitstatus = int(session.exitstatus) | EXIT_STATUS_FAIL_UNUSED
         self._settle_pooled(session)
-        if decision.pooled_regressed:
-            session.exitstatus = int(session.exitstatus) | pytest.ExitCode.TESTS_FAILED
+        decision.pytest_status = int(session.exitstatus)
+        outcome = decision.outcome()
+        if outcome.failed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = EXIT_STATUS_FAIL
+        junit = config.stash.get(junitxml.xml_key, None)
+        if junit is not None:  # written by pytest's own sessionfinish, after this one
+            junit.add_global_property(OUTCOME_PROPERTY, json.dumps(outcome.as_json(), ensure_ascii=False))
         decision.write_reports(
             md_report=self.md_report, html_report=self.html_report,
             write=lambda option, path, text: cli_options.write_output(session, option, path, text),
@@ -371,7 +384,7 @@ class GateSession:
     def _settle_pooled(self, session: pytest.Session) -> None:
         """--early-stop in one process: the pooled entries of a suite whose tasks stopped early look at the same first
         share of every task, one more block's share a look, scoring on the tasks that stopped before it, until they
-        are settled (gate/early_stop.py, "Pooled entries"). A scoring error fails the session."""
+        are settled (gate/early_stop.py, "Pooled entries"). A scoring error fails the session (SessionDecision.outcome)."""
         for suite in sorted(self.decision.pooled_weights):
             stops = {key: stop for key, stop in sorted(self.early_stops.items()) if key.split("/", 1)[0] == suite}
             if not any(stop.settlement is not None for stop in stops.values()):
@@ -385,7 +398,6 @@ class GateSession:
                 except ModelbenchError as exc:
                     self.decision.pooled_problems.append(f"{key}: could not score on for the pooled entries of "
                                                          f"{suite}: {exc}")
-                    session.exitstatus = int(session.exitstatus) | pytest.ExitCode.TESTS_FAILED
                     break
                 if suite not in self.decision.unsettled_pooled():
                     break
@@ -410,6 +422,12 @@ def outcomes_json(config: pytest.Config) -> dict[str, dict[str, Any]]:
     """Each gated task's outcome for --results-json, by its '<suite>/<task>' key."""
     session = config.stash.get(GATE_KEY, None)
     return {} if session is None else session.decision.outcomes_json()
+
+
+def outcome_json(config: pytest.Config) -> dict[str, Any] | None:
+    """The session's outcome for --results-json: what its exit status says, and why (gate/decision.py)."""
+    session = config.stash.get(GATE_KEY, None)
+    return None if session is None else session.decision.outcome_json()
 
 
 def pooled_json(config: pytest.Config) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT
 from pytest_modelbench.gate.baseline import BaselineRecord
@@ -17,6 +17,9 @@ from pytest_modelbench.gate.compare import Entry, TaskComparison
 from pytest_modelbench.gate.noise_floor import NoiseWarning
 from pytest_modelbench.gate.pooled import PooledEntry
 from pytest_modelbench.gate.statistics import Verdict
+
+if TYPE_CHECKING:
+    from pytest_modelbench.gate.decision import SessionOutcome
 
 PROPERTY_PREFIX = "modelbench.gate"
 DOCUMENTS_PROPERTY = "modelbench.gate-documents"  # the most changed documents (only with --html-report)
@@ -537,18 +540,16 @@ def _md_escape(text: Any) -> str:
     return _MD_SPECIAL.sub(lambda match: "\\" + match.group(0), text)
 
 
-def markdown(results: Sequence[GateResult], baseline_name: str, unused: Sequence[str] = (),
+def markdown(results: Sequence[GateResult], baseline_name: str, outcome: SessionOutcome, unused: Sequence[str] = (),
              pooled: Sequence[PooledEntry] = ()) -> str:
+    """`outcome`: the session's (gate/decision.py), which its exit status says too."""
     results = sorted_results(results)
-    lines = ["## pytest-modelbench baseline gate", ""]
-    if not results:
-        lines.append(f"Baseline **{_md_escape(baseline_name)}**: no modelbench task ran.")
-    else:
-        failed = any(r.failed for r in results) or any(e.verdict is Verdict.REGRESSED for e in pooled)
-        status = "**failed**" if failed else "**passed**"
-        lines.append(
-            f"Baseline **{_md_escape(baseline_name)}** · gate {status} · {len(results)} task(s): {summary_counts(results)}"
-        )
+    tasks = f"{len(results)} task(s): {summary_counts(results)}" if results else "no modelbench task ran"
+    lines = ["## pytest-modelbench baseline gate", "",
+             f"Baseline **{_md_escape(baseline_name)}** · gate **{outcome.status}** · {tasks}"]
+    if outcome.reasons:
+        lines += ["", *(f"- {_md_escape(reason)}" for reason in outcome.reasons)]
+    if results:
         rate = error_rate_line(results, pooled)
         if rate:
             lines += ["", _md_escape(rate)]

@@ -50,6 +50,7 @@ class BootstrapResult:
     low: float  # percentile interval of the resampled deltas
     high: float
     standard_error: float  # std (ddof=1) of the resampled deltas
+    baseline_standard_error: float  # std (ddof=1) of the baseline's resampled statistic
 
 
 def paired_bootstrap(
@@ -83,10 +84,12 @@ def paired_bootstrap(
     n = base.size
     rng = np.random.Generator(np.random.PCG64(seed))
     deltas = np.empty(n_resamples)
+    baselines = np.empty(n_resamples)
     rows = max(1, _CHUNK_ELEMENTS // n)
     for start in range(0, n_resamples, rows):
         idx = rng.integers(0, n, size=(min(rows, n_resamples - start), n))
-        deltas[start : start + len(idx)] = statistic(cand[idx].mean(axis=1)) - statistic(base[idx].mean(axis=1))
+        baselines[start : start + len(idx)] = statistic(base[idx].mean(axis=1))
+        deltas[start : start + len(idx)] = statistic(cand[idx].mean(axis=1)) - baselines[start : start + len(idx)]
 
     tail = (1 - confidence) / 2
     low, high = np.quantile(deltas, [tail, 1 - tail])
@@ -95,6 +98,7 @@ def paired_bootstrap(
         low=float(low),
         high=float(high),
         standard_error=bootstrap_standard_error(deltas),
+        baseline_standard_error=bootstrap_standard_error(baselines),
     )
 
 
@@ -139,15 +143,48 @@ def worse_than_margin_pvalue(delta: float, standard_error: float, margin: float)
 
 
 def detectable_regression(
-    standard_error: float, margin: float, alpha: float = 0.05, power: float = 0.8
+    standard_error: float, margin: float, alpha: float = 0.05, power: float = 0.8, *,
+    binary_documents: int | None = None, baseline_standard_error: float = 0.0,
 ) -> float:
     """Smallest true regression that a one-sided test of "not worse than -margin" at level alpha catches with the
-    given power: margin + (z_{1-alpha} + z_power) × SE (positive, in the units of delta)."""
-    if standard_error < 0 or margin < 0:
-        raise ValueError(f"standard_error and margin must be >= 0, got {standard_error}, {margin}")
+    given power: margin + (z_{1-alpha} + z_power) × SE (positive, in the units of delta), where SE is the standard
+    error a candidate regressed by that much would have, not necessarily the observed one:
+
+    binary_documents: for a mean of 0/1 outcomes over that many documents, SE is never below √(δ(1−δ)/n) at the
+        regression δ: a candidate whose mean fell by δ changed at least a share δ of its documents, so its paired
+        differences have a variance of at least δ(1−δ) (the fewest changed documents: a share δ lost, none gained).
+        The result is at least that least-churn candidate's MDE, whose test statistic grows with its drop (see
+        `least_churn_regression`); with no document changed (SE 0) it is that MDE, and no regression smaller than it
+        is caught with the given power, whatever its churn.
+    baseline_standard_error: for other outcomes, the standard error of the baseline's own value, used when the
+        paired SE is 0 (no document changed): the paired SE of a candidate that drew half its documents anew from
+        the baseline's distribution (Var(d) = ½ × 2σ²).
+    """
+    if standard_error < 0 or margin < 0 or baseline_standard_error < 0:
+        raise ValueError(f"standard errors and margin must be >= 0, got {standard_error}, {margin}, "
+                         f"{baseline_standard_error}")
     if not 0 < alpha < 1 or not 0 < power < 1:
         raise ValueError(f"alpha and power must be in (0, 1), got {alpha}, {power}")
-    return margin + (upper_quantile(alpha) + NormalDist().inv_cdf(power)) * standard_error
+    z_alpha, z_power = upper_quantile(alpha), NormalDist().inv_cdf(power)
+    if binary_documents is None:
+        return margin + (z_alpha + z_power) * (standard_error or baseline_standard_error)
+    # The least-churn candidate's delta varies with its own size: the drop at which the test's edge (the least drop
+    # that can test as worse) lies z_power of its standard errors below it.
+    edge = least_churn_regression(margin, z_alpha, binary_documents)
+    least_churn = least_churn_regression(edge, z_power, binary_documents)
+    return max(margin + (z_alpha + z_power) * standard_error, least_churn)
+
+
+def least_churn_regression(margin: float, z: float, documents: int) -> float:
+    """The drop δ of a mean of 0/1 values over `documents` that lies z standard errors beyond −margin at the least
+    variance a drop of δ can have: paired differences in {−1, 0, 1} with mean −δ have a variance of at least δ − δ²,
+    so δ − margin = z × √((δ − δ²) / n) (the root of (δ − margin)² = k δ (1 − δ), k = z² / n, on the side of z)."""
+    if documents < 1:
+        raise ValueError(f"documents must be >= 1, got {documents}")
+    k = z * z / documents
+    b = 2 * margin + k
+    root = math.copysign(math.sqrt(max(0.0, b * b - 4 * (1 + k) * margin * margin)), z)
+    return (b + root) / (2 * (1 + k))
 
 
 def upper_quantile(level: float) -> float:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import xml.etree.ElementTree as ET
 
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     _one_torch_thread,
@@ -79,3 +81,27 @@ def test_html_report_has_scores_whatever_the_verdict_a_legend_only_with_charts_a
     assert '<svg class="delta-chart"' in html and '<p class="legend">Charts: each row' in html
     assert _provenance_row(html, "model").startswith('<tr class="differs"><td>model</td>')
     assert _provenance_row(html, "limit") == "<tr><td>limit</td><td>-</td><td>-</td></tr>"
+
+
+def test_a_session_failed_by_a_custom_test_and_an_unused_baseline_says_failed_in_every_report(pytester, tiny_model,
+                                                                                            probe_docs):
+    _recorded_project(pytester, tiny_model, probe_docs)
+    pytester.makepyfile(test_custom="def test_custom():\n    assert False\n")
+    stored = pytester.path / "baselines" / "default" / "probe"
+    (stored / "gone.json").write_bytes((stored / "gate_probe.json").read_bytes())  # its task no longer exists
+    outputs = {name: pytester.path / name for name in ("gate.md", "gate.html", "results.json", "junit.xml")}
+    result = run_gate(pytester, tiny_model, f"--md-report={outputs['gate.md']}",
+                      f"--html-report={outputs['gate.html']}", f"--results-json={outputs['results.json']}",
+                      f"--junitxml={outputs['junit.xml']}")
+    result.assert_outcomes(passed=1, failed=1)  # the gated task passed
+    assert result.ret == 1
+    reasons = ["1 test(s) failed: test_custom.py::test_custom", "1 unused baseline(s)"]
+    result.stdout.fnmatch_lines([f"gate failed: {'; '.join(reasons)}", "1 task(s): 1 pass; 1 custom test(s)*"])
+    markdown = outputs["gate.md"].read_text()
+    assert "gate **failed**" in markdown and all(f"- {reason}" in markdown for reason in reasons)
+    page = outputs["gate.html"].read_text()
+    assert 'gate <b class="failed">failed</b>' in page and "<title>pytest-modelbench gate: failed</title>" in page
+    assert json.loads(outputs["results.json"].read_text())["outcome"] == {"status": "failed", "reasons": reasons}
+    suite = ET.parse(outputs["junit.xml"]).getroot().find("testsuite")
+    [outcome] = [p.get("value") for p in suite.find("properties") if p.get("name") == "modelbench.gate.outcome"]
+    assert json.loads(outcome) == {"status": "failed", "reasons": reasons}

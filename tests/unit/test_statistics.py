@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from pytest_modelbench.gate.statistics import (
-    BootstrapResult,
     Judgement,
     Verdict,
     detectable_regression,
@@ -202,7 +201,10 @@ def test_bootstrap_standard_error_matches_the_closed_form():
 
 def test_bootstrap_identical_arrays():
     x = np.random.default_rng(1).normal(size=50)
-    assert paired_bootstrap(x, x.copy()) == BootstrapResult(delta=0.0, low=0.0, high=0.0, standard_error=0.0)
+    result = paired_bootstrap(x, x.copy())
+    assert (result.delta, result.low, result.high, result.standard_error) == (0.0, 0.0, 0.0, 0.0)
+    # the baseline's own mean still varies over the resamples: about sd / √n
+    assert result.baseline_standard_error == pytest.approx(np.std(x, ddof=1) / np.sqrt(50), rel=0.1)
 
 
 def test_bootstrap_of_the_distance_from_an_ideal_point_by_hand():
