@@ -402,7 +402,7 @@ class GateSession:
                 decision.deleted.append(path)
         elif decision.fails_on_unused(update=self.policy.update, warn_unused=self.warn_unused):
             session.exitstatus = int(session.exitstatus) | EXIT_STATUS_FAIL_UNUSED
-        self._record_policy(int(exitstatus))
+        self._record_policy(int(session.exitstatus))
         self._settle_pooled(session)
         if decision.pooled_regressed:
             session.exitstatus = int(session.exitstatus) | pytest.ExitCode.TESTS_FAILED
@@ -413,10 +413,10 @@ class GateSession:
 
     def _record_policy(self, exitstatus: int) -> None:
         """--snapshot-update(-new-only): record the session's gate policy beside its baselines (-new-only: only where
-        none is recorded for its suites), once every item ran or was collected (--collect-only records it without
+        none is recorded for its suites) when the run passed, or only collected (--collect-only records it without
         scoring). A run with deselected items records none and says so."""
         policy = self.policy
-        if not policy.writes or policy.score_only or exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        if not policy.writes or policy.score_only or exitstatus != pytest.ExitCode.OK:
             return
         session = self.effective_policy
         if session is None:
