@@ -169,3 +169,21 @@ def test_policy_is_recorded_without_scoring_and_a_ref_without_one_fails_closed(p
     result = pytester.runpytest("-p", "no:cacheprovider", "--snapshot-update", "--collect-only", "-k", SECOND)
     result.stdout.fnmatch_lines(["*gate policy not recorded: items were deselected*"])
     assert (pytester.path / POLICY).read_text() == before
+
+
+def test_recorded_policy_holds_the_tolerance_the_judge_applied(pytester, tiny_model, probe_docs):
+    """The policy is computed at collection, the judge's tolerance after scoring: for tasks and groups alike they
+    agree, so a ref run (which applies the ref's) judges as the recording run did."""
+    from tests.plugin.test_gate_group import make_group_project
+
+    make_group_project(pytester, probe_docs)
+    run_gate(pytester, tiny_model, "--snapshot-update").assert_outcomes(passed=6)  # 3 groups, 3 tasks
+    recorded = json.loads((pytester.path / POLICY).read_text())["sessions"]["probe"]["tasks"]
+    assert len(recorded) == 6
+    for key, entry in recorded.items():
+        stored = json.loads(baseline_file(pytester, key.split("/", 1)[1]).read_text())
+        assert entry["tolerance"] == stored["gate"], key
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-q", "-m", "baselines and their gate policy")
+    run_gate(pytester, tiny_model, "--baseline-ref=HEAD").assert_outcomes(passed=6)
