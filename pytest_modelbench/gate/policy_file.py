@@ -105,8 +105,8 @@ def _plain(value: Any) -> Any:
 
 
 def parse(text: str, shown: str) -> dict[str, dict[str, Any]]:
-    """The sessions of a policy file's text, by key, with each task's tolerance parsed under `"protected"`; a
-    BaselineError names the file (`shown`) and what is wrong."""
+    """The sessions of a policy file's text, by key, each task's tolerance checked; a BaselineError names the file
+    (`shown`) and what is wrong."""
     try:
         document = json.loads(text)
         if not isinstance(document, dict) or document.get("format") != FORMAT:
@@ -143,7 +143,7 @@ def recorded_text(existing: str | None, baseline_name: str, session: Mapping[str
     sessions = {k: v for k, v in sessions.items() if k != key and keep(k)}
     sessions[key] = dict(session)
     document = {"format": FORMAT, "baseline_name": baseline_name, "sessions": dict(sorted(sessions.items()))}
-    return json.dumps(document, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def check_at_ref(text: str | None, session: Mapping[str, Any], *, ref: str, shown: str,

@@ -162,7 +162,7 @@ def poolable_metrics(item: pytest.Item) -> tuple[str, ...]:
                  if pooled.poolable(bool(m.binary), m.direction.kind))
 
 
-def gate_block_and_metrics(item: pytest.Item) -> tuple[Any, Any]:
+def tolerance_inputs(item: pytest.Item) -> tuple[Any, Any]:
     """What a gated item's tolerance is resolved from: the config holding its YAML gate block (a group item: its
     group YAML's), and its metrics (None: the task config's; a group: its aggregates, as score_group makes them)."""
     if hasattr(item, "group"):
@@ -222,9 +222,11 @@ class GateSession:
         self.suite_dirs: set[Path] = set()
         self.collected: set[str] = set()  # the keys of every gated item collected, deselected ones too
         self.split: AlphaSplit | None = None  # made when collection finishes, or by --shard before it splits
-        # the session's effective gate policy (gate/policy_file.py), made with the split; None under xdist's controller
-        # until a worker reports it, and for a run with deselected items (its task set is not its suites')
+        # the session's effective gate policy (gate/policy_file.py), made with the split (None: no gated item; under
+        # xdist's controller, what a worker reports when the policy may be recorded); and whether it may be recorded:
+        # no gated item was deselected, so its task set is its suites'
         self.effective_policy: dict[str, Any] | None = None
+        self.whole_suites = False
         self.policy_failure: policy_file.GatePolicyChanged | None = None  # --baseline-ref: fails every gated item
         self.policy_note: str | None = None  # what --snapshot-update did with the policy file, for the summary
         # --early-stop in one process: the early stopping of each task of a suite with pooled entries, by key
@@ -258,35 +260,35 @@ class GateSession:
         except GateOptionError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.decision.pooled_weights = dict(self.split.pooled)
-        if self.policy.score_only:
+        if self.policy.score_only or not gated:
             return
         items_policy = {}
         for item in gated:
-            config, metrics = gate_block_and_metrics(item)
+            config, metrics = tolerance_inputs(item)
             items_policy[item.task_id.key] = (config.gate, self.policy.tolerance(config, self.split, item.task_id.key,
                                                                                  metrics))
-        session = policy_file.session_policy(self.policy, self.split, items_policy)
-        self.effective_policy = session if items_policy and set(items_policy) == self.collected else None
-        if self.policy.baseline_ref is not None and gated:
-            try:
-                protected = self.store.protected_tolerances(session)
-            except policy_file.GatePolicyChanged as exc:
-                self.policy_failure = exc
-                return
-            except BaselineError as exc:  # an unreadable policy file at the ref
-                self.policy_failure = policy_file.GatePolicyChanged(str(exc), str(exc).split(" (", 1)[0])
-                return
+        self.effective_policy = policy_file.session_policy(self.policy, self.split, items_policy)
+        self.whole_suites = set(items_policy) == self.collected
+        if self.policy.baseline_ref is None:
+            return
+        try:
+            protected = self.store.protected_tolerances(self.effective_policy)
+        except policy_file.GatePolicyChanged as exc:
+            self.policy_failure = exc
+        except BaselineError as exc:  # an unreadable policy file at the ref
+            self.policy_failure = policy_file.GatePolicyChanged(str(exc), str(exc).split(" (", 1)[0])
+        else:
             self.policy = self.store.policy = dataclasses.replace(self.policy, protected=protected)
 
     # ------------------------------------------------------------------ one item
 
     def check_ready(self, item: pytest.Item) -> None:
         identity: TaskId = item.task_id  # type: ignore[attr-defined]
-        if self.policy_failure is not None:
-            ref = self.policy.baseline_ref
+        ref = self.policy.baseline_ref
+        if self.policy_failure is not None and ref is not None:
             self._record(item, GateResult(task=identity.key, status=STATUS_POLICY,
                                           baseline=self.store.display(self.store.path(identity)),
-                                          baseline_name=self.baseline_name, baseline_ref=ref.ref if ref else None,
+                                          baseline_name=self.baseline_name, baseline_ref=ref.ref,
                                           note=self.policy_failure.note))
             raise self.policy_failure
         if not self.store.missing:
@@ -382,7 +384,8 @@ class GateSession:
         output = getattr(node, "workeroutput", None) or {}
         self.decision.unused.update(output.get(_UNUSED_OUTPUT_KEY, ()))
         self.decision.pooled_weights.update(output.get(_POOLED_OUTPUT_KEY, {}))  # every worker collected the same
-        self.effective_policy = output.get(_POLICY_OUTPUT_KEY, self.effective_policy)
+        if output.get(_POLICY_OUTPUT_KEY) is not None:  # every worker collected the same
+            self.effective_policy, self.whole_suites = output[_POLICY_OUTPUT_KEY], True
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -394,7 +397,8 @@ class GateSession:
         if hasattr(config, "workerinput"):
             config.workeroutput[_UNUSED_OUTPUT_KEY] = sorted(decision.unused)  # type: ignore[attr-defined]
             config.workeroutput[_POOLED_OUTPUT_KEY] = decision.pooled_weights  # type: ignore[attr-defined]
-            config.workeroutput[_POLICY_OUTPUT_KEY] = self.effective_policy  # type: ignore[attr-defined]
+            config.workeroutput[_POLICY_OUTPUT_KEY] = (  # type: ignore[attr-defined]
+                self.effective_policy if self.whole_suites else None)
             return
         if decision.unused and self.policy.update and not self.no_cleanup:
             for path in sorted(decision.unused):
@@ -420,9 +424,10 @@ class GateSession:
             return
         session = self.effective_policy
         if session is None:
-            if self.collected:
-                self.policy_note = ("gate policy not recorded: items were deselected (-k, -m, --deselect), so this "
-                                    "run's task set is not its suites'; record it from a run of the whole suites")
+            return
+        if not self.whole_suites:
+            self.policy_note = ("gate policy not recorded: items were deselected (-k, -m, --deselect), so this "
+                                "run's task set is not its suites'; record it from a run of the whole suites")
             return
         if policy.update_new_only and self.store.policy_recorded(session):
             return
