@@ -40,6 +40,7 @@ class _Collector:
 
     def __init__(self) -> None:
         self.gate: ProjectGate | None = None
+        self.policy_failure: str | None = None
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -49,6 +50,9 @@ class _Collector:
 
         config = session.config
         gate_session = config.stash[gate.GATE_KEY]
+        if gate_session.policy_failure is not None:  # --baseline-ref: this checkout's policy is not the ref's
+            self.policy_failure = str(gate_session.policy_failure)
+            return
         items = [item for item in session.items if gate.is_gated(item)]
         split = gate_session.alpha_split
         self.gate = ProjectGate(
@@ -82,6 +86,8 @@ def project_gate(pytest_args: Sequence[str]) -> ProjectGate:
     args = ["--collect-only", "-q", "-s", "-p", "no:cacheprovider", *pytest_args]
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         status = pytest.main(args, plugins=[collector])
+    if collector.policy_failure is not None:
+        raise ProjectError(f"this checkout's gate policy is not the one at --baseline-ref: {collector.policy_failure}")
     if collector.gate is None or status not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         lines = [line for line in output.getvalue().splitlines() if line.strip()]
         last = lines[-1].strip("= ") if lines else "no output"

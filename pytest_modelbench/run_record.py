@@ -38,6 +38,7 @@ from pytest_modelbench.gate.report import (
     STATUS_COMPARED,
     STATUS_INVALID,
     STATUS_MISSING,
+    STATUS_POLICY,
     STATUS_REBASELINE,
     GateResult,
     properties,
@@ -53,7 +54,7 @@ FORMAT = "pytest-modelbench-run-record/2"
 FINISHED = (0, 1)  # pytest's exit statuses of a run that ran all its items: passed, some failed
 MAX_SHARDS = 10_000
 OUTCOMES = ("passed", "failed", "skipped")
-FAILED_STATUSES = (STATUS_MISSING, STATUS_INVALID, STATUS_REBASELINE)  # a task failed without a comparison
+FAILED_STATUSES = (STATUS_MISSING, STATUS_INVALID, STATUS_REBASELINE, STATUS_POLICY)  # failed without a comparison
 SESSION_FIELDS = {  # what every shard of one session shares, and how a refusal names it
     "tasks": "gated tasks or their configs",
     "alpha_split": "split of alpha (the number of tasks sharing it, their weights)",

@@ -55,7 +55,7 @@ class BaselineRef:
             raise BaselineError(f"{OPTION} {ref}: no such commit, branch or tag in the git repository {self.repo}")
         self.commit = commit.stdout.decode("ascii").strip()
 
-    def read_text(self, path: Path) -> str | None:
+    def read_text(self, path: Path) -> str | None:  # a baseline, or the gate policy file (gate/policy_file.py)
         """The file's text at the ref (undecodable bytes replaced, so they fail validation), or None if absent."""
         relative = path.resolve().relative_to(self.repo).as_posix()
         exists = _git(self.repo, "cat-file", "-e", f"{self.commit}:{relative}")
@@ -63,5 +63,5 @@ class BaselineRef:
             return None
         shown = _git(self.repo, "show", f"{self.commit}:{relative}")
         if shown.returncode != 0:
-            raise BaselineError(f"{path}: cannot read the baseline at git ref {self.ref} ({_message(shown)})")
+            raise BaselineError(f"{path}: cannot read it at git ref {self.ref} ({_message(shown)})")
         return shown.stdout.decode("utf-8", errors="replace")

@@ -44,6 +44,9 @@ class GatePolicy:
     early_stop: bool = False  # --early-stop: score in blocks, stop once settled (gate/early_stop.py)
     early_stop_verdicts: bool = False  # --early-stop-verdicts: stop only where every verdict is the full run's
     noise_floor: bool = False  # --noise-floor: score each task twice, store its noise floor (gate/noise_floor.py)
+    # --baseline-ref: each gated item's tolerance as the ref's gate-policy.json records it, by key, set once this
+    # run's policy is found to be that one (gate/policy_file.py); the judge applies these
+    protected: Mapping[str, Tolerance] = field(default_factory=dict)
 
     @property
     def name_dir(self) -> Path:
@@ -55,7 +58,10 @@ class GatePolicy:
 
     def tolerance(self, task_config: Any, split: AlphaSplit, key: str,
                   metrics: Sequence[Any] | None = None) -> Tolerance:
-        """The gate settings of the task (or group) `key` (gate/settings.py), with its share of alpha in `split`."""
+        """The gate settings of the task (or group) `key` (gate/settings.py), with its share of alpha in `split`; with
+        --baseline-ref, the ref's (`protected`)."""
+        if key in self.protected:
+            return self.protected[key]
         return split.applied(resolve_tolerance(task_config, self.overrides, metrics), key)
 
     def alpha_split(self, yaml_weights: Mapping[str, float | None], collected: Iterable[str],

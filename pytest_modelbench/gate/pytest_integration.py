@@ -10,6 +10,10 @@ each item before anything is scored, naming the command that records them. --sco
 reading or writing a baseline; the summary and --results-json say that no gate ran. The outcomes of one item are
 judge.py's.
 
+Gate policy: when collection finishes `GateSession` computes the session's effective policy (gate/policy_file.py);
+--snapshot-update records it in `<baselines>/<name>/gate-policy.json`, and with --baseline-ref a policy that is not
+the one recorded at the ref fails every gated item before it is scored.
+
 Error control: `GateSession` weighs the gated items collected (before any --shard split, see `count_gated`) and
 every item is gated at its alpha × its weight / their weights' sum (--gate-error-control=session, the default;
 gate/alpha_split.py) or at its alpha (=task); see docs/baseline-gate.md, "Error rates". Margins are resolved per
@@ -18,6 +22,7 @@ metric by `gate/settings.py`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -28,7 +33,7 @@ from _pytest import junitxml
 
 from pytest_modelbench import cli_options
 from pytest_modelbench.errors import BaselineError, ModelbenchError
-from pytest_modelbench.gate import pooled
+from pytest_modelbench.gate import policy_file, pooled
 from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, SessionDecision
 from pytest_modelbench.gate.early_stop import BLOCKS, EarlyStop, pooled_look_blocks
@@ -45,11 +50,12 @@ from pytest_modelbench.gate.policy import (
     checked_policy,
     checked_weights,
 )
-from pytest_modelbench.gate.report import PROPERTY_PREFIX, STATUS_MISSING, GateResult, properties
+from pytest_modelbench.gate.report import PROPERTY_PREFIX, STATUS_MISSING, STATUS_POLICY, GateResult, properties
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.settings import DEFAULT_TOLERANCE
 from pytest_modelbench.gate.storage import YAML_SUFFIXES, BaselineStore
 from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineSite, BaselineUpdateExtension
+from pytest_modelbench.metrics.group_scores import group_metrics
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.tasks.identity import TaskId, identify, suites_under
 
@@ -57,6 +63,7 @@ DEFAULT_BASELINES_DIR = "baselines"
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
 _POOLED_OUTPUT_KEY = "modelbench_gate_pooled"
 OUTCOME_PROPERTY = PROPERTY_PREFIX + ".outcome"  # --junitxml's test-suite property: the session's outcome (JSON)
+_POLICY_OUTPUT_KEY = "modelbench_gate_policy"
 GATED_ITEMS = ("TaskItem", "GroupItem")  # plugin.py's items that are gated: a task, a group (each one task here)
 # An item's evidence for --run-record (recording.py): its candidate record (Judgement.candidate_text) and, where a
 # metric aggregates over the documents themselves, its documents
@@ -161,6 +168,16 @@ def poolable_metrics(item: pytest.Item) -> tuple[str, ...]:
                  if pooled.poolable(bool(m.binary), m.direction.kind))
 
 
+def tolerance_inputs(item: pytest.Item) -> tuple[Any, Any]:
+    """What a gated item's tolerance is resolved from: the config holding its YAML gate block (a group item: its
+    group YAML's), and its metrics (None: the task config's; a group: its aggregates, as score_group makes them)."""
+    if hasattr(item, "group"):
+        group = item.group  # type: ignore[attr-defined]
+        leaf_metrics = {leaf.name: resolve_metrics(config) for leaf, config, _ in group.leaf_tasks}
+        return group.tree.config, [metric for metric, _ in group_metrics(group.tree, leaf_metrics)]
+    return item.task_config, None  # type: ignore[attr-defined]
+
+
 def _policy(config: pytest.Config) -> GatePolicy:
     option = config.option
     invocation_dir = Path(config.invocation_params.dir)
@@ -211,6 +228,13 @@ class GateSession:
         self.suite_dirs: set[Path] = set()
         self.collected: set[str] = set()  # the keys of every gated item collected, deselected ones too
         self.split: AlphaSplit | None = None  # made when collection finishes, or by --shard before it splits
+        # the session's effective gate policy (gate/policy_file.py), made with the split (None: no gated item; under
+        # xdist's controller, what a worker reports when the policy may be recorded); and whether it may be recorded:
+        # no gated item was deselected, so its task set is its suites'
+        self.effective_policy: dict[str, Any] | None = None
+        self.whole_suites = False
+        self.policy_failure: policy_file.GatePolicyChanged | None = None  # --baseline-ref: fails every gated item
+        self.policy_note: str | None = None  # what --snapshot-update did with the policy file, for the summary
         # --early-stop in one process: the early stopping of each task of a suite with pooled entries, by key
         self.early_stops: dict[str, EarlyStop] = {}
         self.decision = SessionDecision(self.policy.baseline_name, score_only=self.policy.score_only,
@@ -244,13 +268,39 @@ class GateSession:
         except GateOptionError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.decision.pooled_weights = dict(self.split.pooled)
+        if self.policy.score_only or not gated:
+            return
+        items_policy = {}
+        for item in gated:
+            config, metrics = tolerance_inputs(item)
+            items_policy[item.task_id.key] = (config.gate, self.policy.tolerance(config, self.split, item.task_id.key,
+                                                                                 metrics))
+        self.effective_policy = policy_file.session_policy(self.policy, self.split, items_policy)
+        self.whole_suites = set(items_policy) == self.collected
+        if self.policy.baseline_ref is None:
+            return
+        try:
+            protected = self.store.protected_tolerances(self.effective_policy)
+        except policy_file.GatePolicyChanged as exc:
+            self.policy_failure = exc
+        except BaselineError as exc:  # an unreadable policy file at the ref
+            self.policy_failure = policy_file.GatePolicyChanged(str(exc), str(exc).split(" (", 1)[0])
+        else:
+            self.policy = self.store.policy = dataclasses.replace(self.policy, protected=protected)
 
     # ------------------------------------------------------------------ one item
 
     def check_ready(self, item: pytest.Item) -> None:
+        identity: TaskId = item.task_id  # type: ignore[attr-defined]
+        ref = self.policy.baseline_ref
+        if self.policy_failure is not None and ref is not None:
+            self._record(item, GateResult(task=identity.key, status=STATUS_POLICY,
+                                          baseline=self.store.display(self.store.path(identity)),
+                                          baseline_name=self.baseline_name, baseline_ref=ref.ref,
+                                          note=self.policy_failure.note))
+            raise self.policy_failure
         if not self.store.missing:
             return
-        identity: TaskId = item.task_id  # type: ignore[attr-defined]
         self._record(item, GateResult(task=identity.key, status=STATUS_MISSING,
                                       baseline=self.store.display(self.store.path(identity)),
                                       baseline_name=self.baseline_name, note="no baselines of this name"))
@@ -352,6 +402,8 @@ class GateSession:
         output = getattr(node, "workeroutput", None) or {}
         self.decision.unused.update(output.get(_UNUSED_OUTPUT_KEY, ()))
         self.decision.pooled_weights.update(output.get(_POOLED_OUTPUT_KEY, {}))  # every worker collected the same
+        if output.get(_POLICY_OUTPUT_KEY) is not None:  # every worker collected the same
+            self.effective_policy, self.whole_suites = output[_POLICY_OUTPUT_KEY], True
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -363,6 +415,8 @@ class GateSession:
         if hasattr(config, "workerinput"):
             config.workeroutput[_UNUSED_OUTPUT_KEY] = sorted(decision.unused)  # type: ignore[attr-defined]
             config.workeroutput[_POOLED_OUTPUT_KEY] = decision.pooled_weights  # type: ignore[attr-defined]
+            config.workeroutput[_POLICY_OUTPUT_KEY] = (  # type: ignore[attr-defined]
+                self.effective_policy if self.whole_suites else None)
             return
         if decision.unused and self.policy.update and not self.no_cleanup:
             for path in sorted(decision.unused):
@@ -373,6 +427,7 @@ class GateSession:
         outcome = decision.outcome()
         if outcome.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = EXIT_STATUS_FAIL
+        self._record_policy(int(session.exitstatus))
         junit = config.stash.get(junitxml.xml_key, None)
         if junit is not None:  # written by pytest's own sessionfinish, after this one
             junit.add_global_property(OUTCOME_PROPERTY, json.dumps(outcome.as_json(), ensure_ascii=False))
@@ -380,6 +435,25 @@ class GateSession:
             md_report=self.md_report, html_report=self.html_report,
             write=lambda option, path, text: cli_options.write_output(session, option, path, text),
         )
+
+    def _record_policy(self, exitstatus: int) -> None:
+        """--snapshot-update(-new-only): record the session's gate policy beside its baselines (-new-only: only where
+        none is recorded for its suites) when the run passed, or only collected (--collect-only records it without
+        scoring). A run with deselected items records none and says so."""
+        policy = self.policy
+        if not policy.writes or policy.score_only or exitstatus != pytest.ExitCode.OK:
+            return
+        session = self.effective_policy
+        if session is None:
+            return
+        if not self.whole_suites:
+            self.policy_note = ("gate policy not recorded: items were deselected (-k, -m, --deselect), so this "
+                                "run's task set is not its suites'; record it from a run of the whole suites")
+            return
+        if policy.update_new_only and self.store.policy_recorded(session):
+            return
+        shown = self.store.record_policy(session)
+        self.policy_note = f"gate policy of suites '{policy_file.session_key(session['tasks'])}' recorded in {shown}"
 
     def _settle_pooled(self, session: pytest.Session) -> None:
         """--early-stop in one process: the pooled entries of a suite whose tasks stopped early look at the same first
@@ -408,6 +482,7 @@ class GateSession:
             return
         missing = self.store.missing_message() if self.store.missing else None
         title, lines = self.decision.terminal_section(baselines_missing=missing, update=self.policy.update)
+        lines = lines + [self.policy_note] if self.policy_note else lines
         if not lines:
             return
         terminalreporter.section(title)

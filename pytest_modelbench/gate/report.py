@@ -50,6 +50,7 @@ STATUS_MISSING = "missing"
 STATUS_REBASELINE = "rebaseline-required"
 STATUS_INVALID = "invalid"
 STATUS_OFF = "off"
+STATUS_POLICY = "policy-changed"  # --baseline-ref: the run's gate policy is not the ref's (gate/policy_file.py)
 
 
 def format_number(value: float | None) -> str:
@@ -293,7 +294,7 @@ def _entry_label(entry: dict[str, Any]) -> str:
 
 
 _OUTCOME_RANK = {
-    STATUS_INVALID: 0, STATUS_REBASELINE: 0, STATUS_MISSING: 0, Verdict.REGRESSED.value: 0,
+    STATUS_INVALID: 0, STATUS_REBASELINE: 0, STATUS_MISSING: 0, STATUS_POLICY: 0, Verdict.REGRESSED.value: 0,
     Verdict.INCONCLUSIVE.value: 1, STATUS_UPDATED: 2, STATUS_CREATED: 2, Verdict.IMPROVED.value: 3,
     Verdict.PASS.value: 4, STATUS_OFF: 5,
 }

@@ -3,7 +3,8 @@
 A task's baseline is ``<baselines dir>/<baseline name>/<suite>/<task>.json``. It is read from the working tree, or
 from a git ref (--baseline-ref); it is written only by `write_baseline` (atomically: a killed run leaves the old file
 or the new one), which syrupy's extension calls under --snapshot-update (gate/syrupy_extension.py). Unused baselines
-are those of a suite folder whose task or group YAML is gone.
+are those of a suite folder whose task or group YAML is gone. Beside them, `<baselines dir>/<baseline name>/
+gate-policy.json` records the gate policy of each session that gates them (gate/policy_file.py), written the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Iterable, Sequence
 
 from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.gate import policy_file
+from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.baseline_file import read_text
 from pytest_modelbench.gate.policy import GatePolicy
 from pytest_modelbench.tasks.identity import TaskId, safe_file_stem, suite_of
@@ -54,6 +57,41 @@ class BaselineStore:
             return working_tree, False
         stored = ref.read_text(path)
         return stored, stored != working_tree
+
+    @property
+    def policy_path(self) -> Path:
+        return self.name_dir / policy_file.FILE_NAME
+
+    def protected_tolerances(self, session: dict) -> dict[str, Tolerance]:
+        """With --baseline-ref: the tolerances the policy file at the ref gives the session's items, when `session`
+        (this run's effective policy) is the one recorded there; policy_file.GatePolicyChanged otherwise."""
+        ref = self.policy.baseline_ref
+        assert ref is not None
+        return policy_file.check_at_ref(ref.read_text(self.policy_path), session, ref=ref.ref,
+                                        shown=self.display(self.policy_path), baseline_name=self.policy.baseline_name)
+
+    def record_policy(self, session: dict) -> str:
+        """Write `session` (an effective policy) into the name's policy file, keeping the entries of other sessions
+        whose suites still have baselines; returns the file as shown."""
+        path = self.policy_path
+        existing = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+
+        def has_baselines(key: str) -> bool:
+            return all(any((self.name_dir / suite).glob("*.json")) for suite in key.split(", "))
+
+        write_text_atomic(path, policy_file.recorded_text(existing, self.policy.baseline_name, session, has_baselines))
+        return self.display(path)
+
+    def policy_recorded(self, session: dict) -> bool:
+        """Whether the working tree's policy file has an entry for the session (--snapshot-update-new-only)."""
+        path = self.policy_path
+        if not path.is_file():
+            return False
+        try:
+            sessions = policy_file.parse(path.read_text(encoding="utf-8", errors="replace"), self.display(path))
+        except ModelbenchError:
+            return False
+        return policy_file.session_key(session["tasks"]) in sessions
 
     @property
     def missing(self) -> bool:
