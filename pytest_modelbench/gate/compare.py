@@ -58,6 +58,9 @@ from pytest_modelbench.metrics.registry import Direction
 from pytest_modelbench.gate.statistics import (
     Verdict,
     bootstrap_standard_error,
+    cluster_labels,
+    cluster_signs,
+    clustered_paired_standard_error,
     detectable_regression,
     holm_adjust,
     judge,
@@ -193,11 +196,14 @@ def _seed(task: str, metric: str, category: str | None) -> int:
 
 def paired_test(
     baseline: np.ndarray, candidate: np.ndarray, *, direction: str, ideal: float | None, binary: bool, seed: int = 0,
-    n_resamples: int = N_RESAMPLES,
+    n_resamples: int = N_RESAMPLES, clusters: np.ndarray | None = None,
 ) -> _Test:
     """Oriented delta (positive = better) and its standard error (and discordant counts for 0/1 outcomes).
 
     A bootstrap over fewer than two documents has no standard error: its test is "none" (delta kept, never blocks).
+    `clusters`: the documents' cluster labels (statistics.cluster_labels) where the task declares clusters; then the
+    standard error is cluster-robust (the cluster bootstrap for a bootstrapped metric) and the discordant counts
+    are the clusters' (a sign test over clusters).
     """
     base = np.asarray(baseline, dtype=float)
     cand = np.asarray(candidate, dtype=float)
@@ -208,7 +214,8 @@ def paired_test(
         return _Test(_oriented(float(cand[0]), direction, ideal) - _oriented(float(base[0]), direction, ideal), 0.0, "none")
     if direction == "ideal":
         result = paired_bootstrap(
-            base, cand, of_mean=lambda means: -np.abs(means - float(ideal)), n_resamples=n_resamples, seed=seed
+            base, cand, of_mean=lambda means: -np.abs(means - float(ideal)), n_resamples=n_resamples, seed=seed,
+            clusters=clusters,
         )
         return _Test(result.delta, result.standard_error, "bootstrap")
     sign = 1.0 if direction == "higher" else -1.0
@@ -217,8 +224,11 @@ def paired_test(
         lost = int(np.count_nonzero(good_base & ~good_cand))
         gained = int(np.count_nonzero(~good_base & good_cand))
         delta = sign * float(np.mean(cand) - np.mean(base))
+        if clusters is not None:
+            d = sign * (cand - base)
+            return _Test(delta, clustered_paired_standard_error(d, clusters), "mcnemar", *cluster_signs(d, clusters))
         return _Test(delta, paired_binary_standard_error(base, cand), "mcnemar", lost, gained)
-    result = paired_bootstrap(sign * base, sign * cand, n_resamples=n_resamples, seed=seed)
+    result = paired_bootstrap(sign * base, sign * cand, n_resamples=n_resamples, seed=seed, clusters=clusters)
     return _Test(result.delta, result.standard_error, "bootstrap")
 
 
@@ -240,12 +250,14 @@ def aggregate_test(
     ideal: float | None,
     seed: int = 0,
     n_resamples: int = AGGREGATE_RESAMPLES,
+    clusters: np.ndarray | None = None,
 ) -> tuple[float | None, float | None, _Test]:
     """Paired bootstrap of a metric's own aggregate: (baseline value, candidate value, oriented test).
 
     Same SE convention as `statistics.paired_bootstrap`; resamples where the aggregate is undefined (None) are
     dropped. An aggregate with a `resampler` (metrics/bias.py's OverTerms) is evaluated at each resample's indices
-    without rebuilding its document list.
+    without rebuilding its document list. `clusters`: the documents' cluster labels; then each resample draws whole
+    clusters (the cluster bootstrap).
     """
     n = len(documents)
     if n == 0:
@@ -267,14 +279,25 @@ def aggregate_test(
         return base_value, cand_value, _NO_TEST
     delta = _oriented(cand_value, direction, ideal) - _oriented(base_value, direction, ideal)
     rng = np.random.Generator(np.random.PCG64(seed))
+    members = None if clusters is None else _cluster_members(clusters)
     deltas = []
     for _ in range(n_resamples):
-        b, c = values_at(rng.integers(0, n, size=n))
+        if members is None:
+            b, c = values_at(rng.integers(0, n, size=n))
+        else:
+            b, c = values_at(np.concatenate([members[g] for g in rng.integers(0, len(members), size=len(members))]))
         if b is not None and c is not None:
             deltas.append(_oriented(c, direction, ideal) - _oriented(b, direction, ideal))
     if n < 2:
         return base_value, cand_value, _Test(float(delta), 0.0, "none")
     return base_value, cand_value, _Test(float(delta), bootstrap_standard_error(np.asarray(deltas)), "bootstrap")
+
+
+def _cluster_members(labels: np.ndarray) -> list[np.ndarray]:
+    """The document positions of each cluster, by label."""
+    _, inverse = np.unique(labels, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(inverse))[:-1])
 
 
 def compare(
@@ -294,6 +317,7 @@ def compare(
         raise ValueError("baseline and candidate hold different documents; check comparability first")
     order = np.array([position[key] for key in candidate.doc_keys], dtype=int)
     groups = entry_groups(candidate)
+    clusters = cluster_labels(candidate.doc_clusters) if any(c is not None for c in candidate.doc_clusters) else None
 
     base_values = {name: _as_column(v)[order] for name, v in baseline.values.items()}
     cand_values = {name: _as_column(v) for name, v in candidate.values.items()}
@@ -316,7 +340,7 @@ def compare(
                 base_value, cand_value, test = aggregate_test(
                     aggregate, {k: v[idx] for k, v in base_values.items()}, {k: v[idx] for k, v in cand_values.items()},
                     [documents[i] for i in idx], direction=metric.direction, ideal=metric.ideal, seed=seed(category),
-                    n_resamples=AGGREGATE_RESAMPLES,
+                    n_resamples=AGGREGATE_RESAMPLES, clusters=None if clusters is None else clusters[idx],
                 )
                 if base_value is None or cand_value is None:
                     raise ValueError(f"metric '{metric.name}': the aggregate is undefined on {len(idx)} documents")
@@ -330,11 +354,12 @@ def compare(
                 test = paired_test(
                     base, cand, direction=metric.direction, ideal=metric.ideal, binary=metric.binary,
                     seed=seed(category), n_resamples=N_RESAMPLES,
+                    clusters=None if clusters is None else clusters[mask & scored],
                 )
                 tested.append(_Tested(metric.name, metric.as_direction(), category, int(base.size),
                                       float(np.mean(base)), float(np.mean(cand)), test, float(np.mean(base))))
                 if category is None and poolable(metric.binary, metric.direction):
-                    pooling_values[metric.name] = (base, cand)
+                    pooling_values[metric.name] = (base, cand, scored)
     for derived in derived_metrics(candidate.metric_names):
         base_column, cand_column = derived.values(base_values), derived.values(cand_values)
         for category, mask in groups:
@@ -344,6 +369,7 @@ def compare(
             test = paired_test(
                 base, cand, direction=derived.direction.kind, ideal=derived.direction.ideal, binary=False,
                 seed=_seed(candidate.task, derived.name, category), n_resamples=N_RESAMPLES,
+                clusters=None if clusters is None else clusters[mask],
             )
             tested.append(_Tested(derived.name, derived.direction, category, int(base.size), float(np.mean(base)),
                                   float(np.mean(cand)), test, derived.margin_scale(base)))
@@ -370,10 +396,18 @@ def compare(
             )
         )
     pooling = tuple(
-        PoolingStats.of(e.metric, *pooling_values[e.metric], e.direction, e.margin)
+        PoolingStats.of(e.metric, *pooling_values[e.metric][:2], e.direction, e.margin,
+                        *_scored_identities(candidate, pooling_values[e.metric][2]))
         for e in entries if e.category is None and e.metric in pooling_values
     )
     return TaskComparison(candidate.task, tuple(entries), len(order), tolerance, pooling)
+
+
+def _scored_identities(record: BaselineRecord, scored: np.ndarray) -> tuple[list[str], list[str | None]]:
+    """The keys and declared clusters of a record's documents where `scored`."""
+    positions = np.flatnonzero(scored).tolist()
+    clusters = [record.doc_clusters[i] for i in positions] if record.doc_clusters else []
+    return [record.doc_keys[i] for i in positions], clusters
 
 
 def entry_groups(record: BaselineRecord) -> list[tuple[str | None, np.ndarray]]:

@@ -19,7 +19,6 @@ its metrics share that level by Holm. See docs/baseline-gate.md, "Pooled entries
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -27,6 +26,9 @@ import numpy as np
 
 from pytest_modelbench.gate.statistics import (
     Verdict,
+    cluster_labels,
+    cluster_signs,
+    clustered_paired_standard_error,
     detectable_regression,
     holm_adjust,
     judge,
@@ -50,36 +52,74 @@ def pooled_key(suite: str) -> str:
 
 @dataclass(frozen=True)
 class PoolingStats:
-    """One task's overall entry of a poolable metric, as sufficient statistics of its oriented per-document
-    differences d (positive = better)."""
+    """One task's overall entry of a poolable metric, document by document: what a pooled entry needs to count a
+    document that several pooled tasks hold once, and to sum the paired differences of related documents.
+
+    `keys`: the documents' keys (gate/baseline.py `document_keys`: what the model sees and what is scored), sorted;
+    `baseline`, `candidate`: each document's 0/1 value as reported (not oriented), one character each, in key order;
+    `clusters`: each document's cluster id (its task's `modelbench.gate.cluster`), None for a document of a task that
+    declares none (its own cluster); None when no document has one."""
 
     metric: str
-    n: int
-    baseline_sum: float  # of the metric's values, as reported (not oriented)
-    candidate_sum: float
-    delta_sum: float  # Σ d
-    delta_square_sum: float  # Σ d²
-    lost: int  # good for the baseline, bad for the candidate
-    gained: int
+    direction: str  # higher | lower
     margin: float  # the task's own margin of the entry
+    keys: tuple[str, ...]
+    baseline: str
+    candidate: str
+    clusters: tuple[str | None, ...] | None = None
     unscored: int = 0  # the task's documents left unscored (--early-stop; gate/early_stop.py, "Pooled entries")
 
     @classmethod
-    def of(cls, metric: str, baseline: np.ndarray, candidate: np.ndarray, direction: str,
-           margin: float) -> "PoolingStats":
-        sign = 1.0 if direction == "higher" else -1.0
-        good_base, good_cand = (baseline == 1, candidate == 1) if sign > 0 else (baseline == 0, candidate == 0)
-        d = sign * (candidate - baseline)
-        return cls(metric, int(d.size), float(baseline.sum()), float(candidate.sum()), float(d.sum()),
-                   float(np.dot(d, d)), int(np.count_nonzero(good_base & ~good_cand)),
-                   int(np.count_nonzero(~good_base & good_cand)), float(margin))
+    def of(cls, metric: str, baseline: np.ndarray, candidate: np.ndarray, direction: str, margin: float,
+           keys: Sequence[str], clusters: Sequence[str | None] = ()) -> "PoolingStats":
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        declared = tuple(clusters[i] for i in order) if any(c is not None for c in clusters) else None
+        return cls(metric, direction, float(margin), tuple(keys[i] for i in order), _bits(baseline[order]),
+                   _bits(candidate[order]), declared)
+
+    @property
+    def n(self) -> int:
+        return len(self.keys)
+
+    @property
+    def differences(self) -> np.ndarray:
+        """The oriented paired differences d (positive = better), in key order."""
+        sign = 1 if self.direction == "higher" else -1
+        return sign * (_values(self.candidate) - _values(self.baseline))
+
+    @property
+    def delta_sum(self) -> float:
+        return float(self.differences.sum())
+
+    @property
+    def delta_square_sum(self) -> float:
+        return float(np.count_nonzero(self.differences))
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"metric": self.metric, "direction": self.direction, "margin": self.margin, "keys": list(self.keys),
+                "baseline": self.baseline, "candidate": self.candidate,
+                "clusters": None if self.clusters is None else list(self.clusters), "unscored": self.unscored}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> "PoolingStats":
-        return cls(**raw)
+        stats = cls(raw["metric"], raw["direction"], float(raw["margin"]), tuple(raw["keys"]), raw["baseline"],
+                    raw["candidate"], None if raw["clusters"] is None else tuple(raw["clusters"]),
+                    int(raw["unscored"]))
+        lengths = {len(stats.keys), len(stats.baseline), len(stats.candidate),
+                   len(stats.keys if stats.clusters is None else stats.clusters)}
+        if len(lengths) != 1 or set(stats.baseline + stats.candidate) - {"0", "1"} \
+                or stats.direction not in ("higher", "lower"):
+            raise ValueError(f"pooling statistics of '{stats.metric}': one key, one 0/1 value on each side (and one "
+                             "cluster) per document, and a direction higher or lower")
+        return stats
+
+
+def _bits(values: np.ndarray) -> str:
+    return "".join("1" if v == 1 else "0" for v in np.asarray(values).tolist())
+
+
+def _values(bits: str) -> np.ndarray:
+    return np.frombuffer(bits.encode("ascii"), dtype=np.uint8).astype(np.int64) - ord("0")
 
 
 @dataclass(frozen=True)
@@ -128,28 +168,66 @@ def pooled_entries(suite: str, stats_by_task: Mapping[str, Sequence[PoolingStats
     tests = [_pooled_test(members) for _, members in pooled]
     adjusted = holm_adjust([worse for worse, *_ in tests]) if tests else []
     entries = []
-    for (metric, members), (worse, better, n, delta, se, margin), p_value in zip(pooled, tests, adjusted):
+    for (metric, members), (worse, better, documents, delta, se, margin), p_value in zip(pooled, tests, adjusted):
+        n = documents.n
         mde = detectable_regression(se, margin, level / len(pooled), POWER)
         judgement = judge(delta, p_worse=p_value, p_better=better, standard_error=se, margin=margin, alpha=level,
                           mde=mde)
         entries.append(PooledEntry(
             suite=suite, metric=metric, tasks=tuple(task for task, _ in members), n=n,
-            baseline=sum(s.baseline_sum for _, s in members) / n, candidate=sum(s.candidate_sum for _, s in members) / n,
+            baseline=documents.baseline_sum / n, candidate=documents.candidate_sum / n,
             delta=delta, margin=margin, standard_error=se, p_value=judgement.p_value, mde=mde, level=level,
             verdict=judgement.verdict, unscored=sum(s.unscored for _, s in members),
         ))
     return entries
 
 
-def _pooled_test(members: Sequence[tuple[str, PoolingStats]]) -> tuple[float, float, int, float, float, float]:
-    """(p_worse, p_better, n, delta, standard error, margin) of the pooled documents."""
-    n = sum(s.n for _, s in members)
-    delta = sum(s.delta_sum for _, s in members) / n
-    square = sum(s.delta_square_sum for _, s in members)
-    variance = max(0.0, (square - n * delta * delta) / (n - 1)) if n > 1 else 0.0
-    se = math.sqrt(variance / n) if n > 1 else 0.0
-    margin = MARGIN_SHARE * sum(s.margin * s.n for _, s in members) / n
-    lost, gained = sum(s.lost for _, s in members), sum(s.gained for _, s in members)
+@dataclass(frozen=True)
+class PooledDocuments:
+    """A pooled entry's documents: each document key once (held by the first pooled task, by name, that has it),
+    with its oriented difference, its task's margin and its cluster."""
+
+    differences: np.ndarray
+    margins: np.ndarray
+    clusters: np.ndarray  # integer labels (statistics.cluster_labels)
+    baseline_sum: float
+    candidate_sum: float
+
+    @property
+    def n(self) -> int:
+        return int(self.differences.size)
+
+
+def pooled_documents(members: Sequence[PoolingStats]) -> PooledDocuments:
+    """The documents of `members` (a pooled entry's statistics, in task order), a document shared by several of them
+    counted once. A document of a task declaring no cluster is its own cluster, named by its key, so the same
+    document in two such tasks is one cluster too."""
+    seen: set[str] = set()
+    differences, margins, clusters, base_sum, cand_sum = [], [], [], 0, 0
+    for stats in members:
+        d, base, cand = stats.differences, _values(stats.baseline), _values(stats.candidate)
+        fresh = [i for i, key in enumerate(stats.keys) if key not in seen]
+        seen.update(stats.keys)
+        differences.append(d[fresh])
+        margins.append(np.full(len(fresh), stats.margin))
+        declared = stats.clusters or (None,) * stats.n
+        clusters += [("document", stats.keys[i]) if declared[i] is None else ("cluster", declared[i]) for i in fresh]
+        base_sum += int(base[fresh].sum())
+        cand_sum += int(cand[fresh].sum())
+    return PooledDocuments(np.concatenate(differences).astype(float), np.concatenate(margins),
+                           cluster_labels(clusters), float(base_sum), float(cand_sum))
+
+
+def _pooled_test(members: Sequence[tuple[str, PoolingStats]]) -> tuple[float, float, PooledDocuments, float, float,
+                                                                         float]:
+    """(p_worse, p_better, documents, delta, standard error, margin) of the pooled documents: the cluster-robust
+    paired standard error, floored by McNemar's tail over clusters (a sign test of the clusters' summed
+    differences: discordant documents of one cluster are not independent)."""
+    documents = pooled_documents([s for _, s in members])
+    delta = float(documents.differences.mean())
+    se = clustered_paired_standard_error(documents.differences, documents.clusters)
+    margin = MARGIN_SHARE * float(documents.margins.mean())
+    lost, gained = cluster_signs(documents.differences, documents.clusters)
     worse = max(worse_than_margin_pvalue(delta, se, margin), mcnemar_one_sided_pvalue(lost, gained))
     better = max(worse_than_margin_pvalue(-delta, se, margin), mcnemar_one_sided_pvalue(gained, lost))
-    return worse, better, n, delta, se, margin
+    return worse, better, documents, delta, se, margin

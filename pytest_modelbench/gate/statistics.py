@@ -60,11 +60,14 @@ def paired_bootstrap(
     n_resamples: int = 2000,
     seed: int = 0,
     confidence: float = 0.95,
+    clusters: np.ndarray | None = None,
 ) -> BootstrapResult:
     """Resample documents with replacement (same indices for both arrays) and recompute the delta.
 
     The statistic is the mean, or `of_mean` of it (an elementwise numpy function, e.g. the distance of the mean
     from an ideal point), applied to every resample at once. Deterministic for a given seed (PCG64).
+    `clusters`: the documents' cluster labels (`cluster_labels`); then whole clusters are resampled (the cluster
+    bootstrap), each resample's mean over the documents of the clusters drawn.
     """
     base = np.asarray(baseline, dtype=float)
     cand = np.asarray(candidate, dtype=float)
@@ -80,13 +83,25 @@ def paired_bootstrap(
     def statistic(means: np.ndarray) -> np.ndarray:
         return means if of_mean is None else of_mean(means)
 
-    n = base.size
     rng = np.random.Generator(np.random.PCG64(seed))
     deltas = np.empty(n_resamples)
-    rows = max(1, _CHUNK_ELEMENTS // n)
-    for start in range(0, n_resamples, rows):
-        idx = rng.integers(0, n, size=(min(rows, n_resamples - start), n))
-        deltas[start : start + len(idx)] = statistic(cand[idx].mean(axis=1)) - statistic(base[idx].mean(axis=1))
+    if clusters is None:
+        n = base.size
+        rows = max(1, _CHUNK_ELEMENTS // n)
+        for start in range(0, n_resamples, rows):
+            idx = rng.integers(0, n, size=(min(rows, n_resamples - start), n))
+            deltas[start : start + len(idx)] = statistic(cand[idx].mean(axis=1)) - statistic(base[idx].mean(axis=1))
+    else:
+        _, labels = np.unique(np.asarray(clusters, dtype=int), return_inverse=True)
+        sizes = np.bincount(labels).astype(float)
+        base_sums, cand_sums = np.bincount(labels, weights=base), np.bincount(labels, weights=cand)
+        groups = sizes.size
+        rows = max(1, _CHUNK_ELEMENTS // groups)
+        for start in range(0, n_resamples, rows):
+            idx = rng.integers(0, groups, size=(min(rows, n_resamples - start), groups))
+            counts = sizes[idx].sum(axis=1)
+            deltas[start : start + len(idx)] = (statistic(cand_sums[idx].sum(axis=1) / counts)
+                                                - statistic(base_sums[idx].sum(axis=1) / counts))
 
     tail = (1 - confidence) / 2
     low, high = np.quantile(deltas, [tail, 1 - tail])
@@ -159,6 +174,43 @@ def paired_binary_standard_error(baseline: np.ndarray, candidate: np.ndarray) ->
     if diff.size < 2:
         return 0.0
     return float(np.std(diff, ddof=1) / math.sqrt(diff.size))
+
+
+def cluster_labels(clusters: Sequence[object]) -> np.ndarray:
+    """Integer labels 0..G-1 of documents' cluster ids, in order of first appearance; None is a cluster of its own."""
+    labels: dict[object, int] = {}
+    out = np.empty(len(clusters), dtype=int)
+    for i, cluster in enumerate(clusters):
+        key = ("document", i) if cluster is None else ("cluster", cluster)
+        out[i] = labels.setdefault(key, len(labels))
+    return out
+
+
+def clustered_paired_standard_error(differences: np.ndarray, labels: np.ndarray) -> float:
+    """Cluster-robust standard error of the mean paired difference (CR1, Liang & Zeger's sandwich with the G/(G−1)
+    small-sample factor): with S_g the sum of the differences of cluster g, n_g its size, N = Σ n_g and d̄ the mean,
+        SE² = G/(G−1) × Σ_g (S_g − n_g d̄)² / N².
+    One document a cluster gives std(d, ddof=1)/√N, the unclustered standard error; 0 below two clusters."""
+    d = np.asarray(differences, dtype=float)
+    labels = np.asarray(labels, dtype=int)
+    if d.ndim != 1 or labels.shape != d.shape:
+        raise ValueError(f"need 1-D differences and one label each, got {d.shape} and {labels.shape}")
+    _, labels = np.unique(labels, return_inverse=True)
+    groups = int(labels.max()) + 1 if labels.size else 0
+    if groups < 2:
+        return 0.0
+    mean = float(d.mean())
+    residuals = np.bincount(labels, weights=d - mean, minlength=groups)
+    return math.sqrt(groups / (groups - 1) * float(np.dot(residuals, residuals))) / d.size
+
+
+def cluster_signs(differences: np.ndarray, labels: np.ndarray) -> tuple[int, int]:
+    """(clusters whose differences sum below 0, clusters whose sum above 0): the discordant counts of a sign test over
+    clusters, McNemar's test for clustered pairs (`mcnemar_one_sided_pvalue` of them). One document a cluster gives
+    the documents' own discordant counts."""
+    _, labels = np.unique(np.asarray(labels, dtype=int), return_inverse=True)
+    sums = np.bincount(labels, weights=np.asarray(differences, dtype=float))
+    return int(np.count_nonzero(sums < 0)), int(np.count_nonzero(sums > 0))
 
 
 class Verdict(enum.Enum):
