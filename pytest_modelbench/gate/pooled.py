@@ -218,6 +218,17 @@ def pooled_documents(members: Sequence[PoolingStats]) -> PooledDocuments:
                            cluster_labels(clusters), float(base_sum), float(cand_sum))
 
 
+def suite_pooled_entries(suite: str, compared: Sequence[Any], weight: float, *, session_split: bool
+                         ) -> tuple[list[PooledEntry], dict[str, list[PoolingStats]]]:
+    """(the suite's pooled entries, the statistics they pool by task) from its compared tasks' results (gate/report.py
+    GateResult: task, alpha, total_weight and the recorded `pooling`), the family at the suite's `weight` of the
+    session's split (`session_split`), else at the tasks' alpha."""
+    alpha = min(r.alpha for r in compared if r.alpha is not None)
+    level = alpha * weight / compared[0].total_weight if session_split else alpha
+    stats = {r.task: [PoolingStats.from_json(raw) for raw in r.pooling] for r in compared}
+    return pooled_entries(suite, stats, alpha=alpha, level=level), stats
+
+
 def _pooled_test(members: Sequence[tuple[str, PoolingStats]]) -> tuple[float, float, PooledDocuments, float, float,
                                                                          float]:
     """(p_worse, p_better, documents, delta, standard error, margin) of the pooled documents: the cluster-robust
