@@ -3,9 +3,18 @@
 A quantized or distilled checkpoint is often a little worse on every task, each inside its margin: no task entry can
 block it, though the suite as a whole clearly regressed. A pooled entry asks the suite's question directly: over
 every document of the suite's compared tasks, is the candidate worse than the baseline by more than the pooled
-margin (half the tasks' own margin: 0.5 points for an accuracy)? It is tested like a task's overall 0/1 entry: the
-paired standard error of the pooled per-document differences, McNemar's tail as a floor. Tasks are pooled by their
-documents, so a task with more documents weighs more, as in a mean over the suite's documents.
+margin (half the tasks' own margin: 0.5 points for an accuracy)? Tasks are pooled by their documents, so a task with
+more documents weighs more, as in a mean over the suite's documents.
+
+Document identity and clusters. A document is its key (gate/baseline.py `document_keys`): one that several pooled
+tasks hold (a group gated beside its tasks, a bundle member gated as a task too, the same file served to two tasks)
+enters the pool once, from the first of them by name. Documents that are different but related (one ARC question in
+12 languages or 3 formats, one StereoSet target's sentences) share a cluster id, which a task declares in its YAML
+(`modelbench.gate.cluster`: a field or a template, the same id in every task over the same source); a document of a
+task that declares none is its own cluster, named by its key. The pooled test is a task's overall 0/1 test with
+clusters in place of documents: the cluster-robust paired standard error (statistics.clustered_paired_standard_error:
+differences summed per cluster, the variance taken over clusters, CR1), McNemar's tail over clusters as a floor (a
+sign test of the clusters' summed differences). With one document a cluster both are exactly the unclustered ones.
 
 What pools: a metric that is 0/1 per document with a higher or lower direction (the accuracies), scored by at least
 two gated task items of one suite. Each compared task ships its sufficient statistics (`PoolingStats`) with its result,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_modelbench.errors import TaskConfigError
+from pytest_modelbench.errors import DocumentError, TaskConfigError
 from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.pooled import PoolingStats, pooled_entries
@@ -24,6 +24,7 @@ from pytest_modelbench.gate.statistics import (
     paired_bootstrap,
 )
 from pytest_modelbench.tasks.config import load_task_config
+from pytest_modelbench.tasks.groups import load_group_config
 from pytest_modelbench.tasks.task import prepare_task
 from tests.fixtures.gate_records import make_record
 
@@ -195,3 +196,24 @@ def test_a_cluster_key_must_be_a_field_or_a_template(tmp_path):
     path.write_text(source.replace("    weight: 3\n", "    weight: 3\n    cluster: 7\n"), encoding="utf-8")
     with pytest.raises(TaskConfigError, match=r"'modelbench.gate.cluster' must be a field name or a template"):
         load_task_config(path)
+
+
+def test_a_group_file_may_not_declare_clusters(tmp_path):
+    group = tmp_path / "g.yaml"
+    group.write_text("group: g\ntask: [t]\naggregate_metric_list:\n  - metric: acc\n"
+                     "modelbench:\n  gate:\n    cluster: id\n", encoding="utf-8")
+    with pytest.raises(TaskConfigError, match=rf"^{group}: key 'modelbench.gate.cluster' belongs in a task file"):
+        load_group_config(group)
+
+
+def test_a_document_whose_cluster_is_empty_names_the_task_and_document(tmp_path):
+    source = (REPO / "suites" / "arc_mt" / "arc_challenge_mt_is.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "arc_challenge_mt_is.yaml"
+    path.write_text(source.replace('cluster: "arc-challenge/{{id}}"', "cluster: id"), encoding="utf-8")
+    folder = tmp_path / "mideind" / "icelandic-arc-challenge"
+    folder.mkdir(parents=True)
+    rows = [{"id": i, "question": "Which?", "choices": {"text": ["a", "b"], "label": ["A", "B"]}, "answerKey": "B"}
+            for i in ("Mercury_1", "")]
+    (folder / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    with pytest.raises(DocumentError, match=r"task 'arc_challenge_mt_is', document 1: its cluster is empty"):
+        prepare_task(load_task_config(path), data_dir=tmp_path)
