@@ -50,6 +50,7 @@ Verdict. `statistics.judge`; the effective margin is the metric's `Margin` at th
 from __future__ import annotations
 
 import functools
+import math
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -156,13 +157,14 @@ class _Test:
     test: str  # "mcnemar" | "bootstrap" | "none"
     lost: int = 0  # McNemar only: discordant documents, oriented (good → bad, bad → good)
     gained: int = 0
+    df: int | None = None  # clustered: G − 1 degrees of freedom of Student's t for the p-values (else normal)
 
     def p_values(self, margin: float) -> tuple[float, float]:
         """(p_worse, p_better): one-sided p-values of "not worse than −margin" and "not better than +margin"."""
         if self.test == "none":
             return 1.0, 1.0
-        worse = worse_than_margin_pvalue(self.delta, self.standard_error, margin)
-        better = worse_than_margin_pvalue(-self.delta, self.standard_error, margin)
+        worse = worse_than_margin_pvalue(self.delta, self.standard_error, margin, self.df)
+        better = worse_than_margin_pvalue(-self.delta, self.standard_error, margin, self.df)
         if self.test == "mcnemar":
             worse = max(worse, mcnemar_one_sided_pvalue(self.lost, self.gained))
             better = max(better, mcnemar_one_sided_pvalue(self.gained, self.lost))
@@ -206,8 +208,9 @@ def paired_test(
 
     A bootstrap over fewer than two documents has no standard error: its test is "none" (delta kept, never blocks).
     `clusters`: the documents' cluster labels (statistics.cluster_labels) where the task declares clusters; then the
-    standard error is cluster-robust (the cluster bootstrap for a bootstrapped metric) and the discordant counts
-    are the clusters' (a sign test over clusters).
+    standard error is cluster-robust (the cluster bootstrap for a bootstrapped metric, scaled by √(G/(G−1)) as CR1),
+    the discordant counts are the clusters' (a sign test over clusters), and the p-values Student's t with G − 1
+    degrees of freedom.
     """
     base = np.asarray(baseline, dtype=float)
     cand = np.asarray(candidate, dtype=float)
@@ -221,7 +224,7 @@ def paired_test(
             base, cand, of_mean=lambda means: -np.abs(means - float(ideal)), n_resamples=n_resamples, seed=seed,
             clusters=clusters,
         )
-        return _Test(result.delta, result.standard_error, "bootstrap")
+        return _bootstrapped(result.delta, result.standard_error, clusters)
     sign = 1.0 if direction == "higher" else -1.0
     if binary:
         good_base, good_cand = (base == 1, cand == 1) if sign > 0 else (base == 0, cand == 0)
@@ -230,10 +233,27 @@ def paired_test(
         delta = sign * float(np.mean(cand) - np.mean(base))
         if clusters is not None:
             d = sign * (cand - base)
-            return _Test(delta, clustered_paired_standard_error(d, clusters), "mcnemar", *cluster_signs(d, clusters))
+            return _Test(delta, clustered_paired_standard_error(d, clusters), "mcnemar", *cluster_signs(d, clusters),
+                         df=_cluster_count(clusters) - 1)
         return _Test(delta, paired_binary_standard_error(base, cand), "mcnemar", lost, gained)
     result = paired_bootstrap(sign * base, sign * cand, n_resamples=n_resamples, seed=seed, clusters=clusters)
-    return _Test(result.delta, result.standard_error, "bootstrap")
+    return _bootstrapped(result.delta, result.standard_error, clusters)
+
+
+def _cluster_count(labels: np.ndarray) -> int:
+    return int(np.unique(labels).size)
+
+
+def _bootstrapped(delta: float, standard_error: float, clusters: np.ndarray | None) -> _Test:
+    """A bootstrap test; over clusters its SE scaled by √(G/(G−1)) (CR1's factor: resampling G clusters
+    underestimates the variance by (G−1)/G, which matters for a category of a few), with G − 1 degrees of freedom.
+    A single cluster has no standard error: no test."""
+    if clusters is None:
+        return _Test(delta, standard_error, "bootstrap")
+    groups = _cluster_count(clusters)
+    if groups < 2:
+        return _Test(delta, 0.0, "none")
+    return _Test(delta, standard_error * math.sqrt(groups / (groups - 1)), "bootstrap", df=groups - 1)
 
 
 def _oriented(value: float, direction: str, ideal: float | None) -> float:
@@ -294,7 +314,7 @@ def aggregate_test(
             deltas.append(_oriented(c, direction, ideal) - _oriented(b, direction, ideal))
     if n < 2:
         return base_value, cand_value, _Test(float(delta), 0.0, "none")
-    return base_value, cand_value, _Test(float(delta), bootstrap_standard_error(np.asarray(deltas)), "bootstrap")
+    return base_value, cand_value, _bootstrapped(float(delta), bootstrap_standard_error(np.asarray(deltas)), clusters)
 
 
 def _cluster_members(labels: np.ndarray) -> list[np.ndarray]:

@@ -14,7 +14,8 @@ enters the pool once, from the first of them by name. Documents that are differe
 task that declares none is its own cluster, named by its key. The pooled test is a task's overall 0/1 test with
 clusters in place of documents: the cluster-robust paired standard error (statistics.clustered_paired_standard_error:
 differences summed per cluster, the variance taken over clusters, CR1), McNemar's tail over clusters as a floor (a
-sign test of the clusters' summed differences). With one document a cluster both are exactly the unclustered ones.
+sign test of the clusters' summed differences), the p-value from Student's t with G − 1 degrees of freedom. With one
+document a cluster all three are exactly the unclustered ones (the normal p-value).
 
 What pools: a metric that is 0/1 per document with a higher or lower direction (the accuracies), scored by at least
 two gated task items of one suite. Each compared task ships its sufficient statistics (`PoolingStats`) with its result,
@@ -241,13 +242,16 @@ def suite_pooled_entries(suite: str, compared: Sequence[Any], weight: float, *, 
 def _pooled_test(members: Sequence[tuple[str, PoolingStats]]) -> tuple[float, float, PooledDocuments, float, float,
                                                                          float]:
     """(p_worse, p_better, documents, delta, standard error, margin) of the pooled documents: the cluster-robust
-    paired standard error, floored by McNemar's tail over clusters (a sign test of the clusters' summed
-    differences: discordant documents of one cluster are not independent)."""
+    paired standard error with Student's t over G − 1 degrees of freedom where a cluster holds several documents,
+    floored by McNemar's tail over clusters (a sign test of the clusters' summed differences: discordant documents of
+    one cluster are not independent)."""
     documents = pooled_documents([s for _, s in members])
     delta = float(documents.differences.mean())
     se = clustered_paired_standard_error(documents.differences, documents.clusters)
     margin = MARGIN_SHARE * float(documents.margins.mean())
     lost, gained = cluster_signs(documents.differences, documents.clusters)
-    worse = max(worse_than_margin_pvalue(delta, se, margin), mcnemar_one_sided_pvalue(lost, gained))
-    better = max(worse_than_margin_pvalue(-delta, se, margin), mcnemar_one_sided_pvalue(gained, lost))
+    groups = int(documents.clusters.max()) + 1 if documents.n else 0
+    df = groups - 1 if 1 < groups < documents.n else None  # Student's t where a cluster holds several documents
+    worse = max(worse_than_margin_pvalue(delta, se, margin, df), mcnemar_one_sided_pvalue(lost, gained))
+    better = max(worse_than_margin_pvalue(-delta, se, margin, df), mcnemar_one_sided_pvalue(gained, lost))
     return worse, better, documents, delta, se, margin

@@ -140,17 +140,45 @@ def holm_adjust(p_values: Sequence[float], weights: Sequence[float] | None = Non
     return adjusted
 
 
-def worse_than_margin_pvalue(delta: float, standard_error: float, margin: float) -> float:
+def worse_than_margin_pvalue(delta: float, standard_error: float, margin: float, df: int | None = None) -> float:
     """One-sided p-value of "delta >= -margin" (not worse than the margin) against "delta < -margin".
 
-    Normal approximation: Phi((delta + margin) / SE). With SE 0 (every document moved alike) the data decide
-    outright: 0 when delta < -margin, else 1. For "better than +margin" pass (-delta).
+    Normal approximation: Phi((delta + margin) / SE); with `df` (a cluster-robust SE over G clusters: G − 1), Student's
+    t with df degrees of freedom instead, as a few clusters' SE is itself uncertain. With SE 0 (every document moved
+    alike) the data decide outright: 0 when delta < -margin, else 1. For "better than +margin" pass (-delta).
     """
     if standard_error < 0 or margin < 0:
         raise ValueError(f"standard_error and margin must be >= 0, got {standard_error}, {margin}")
     if standard_error == 0:
         return 0.0 if delta < -margin else 1.0
+    if df is not None:
+        return student_t_cdf((delta + margin) / standard_error, df)
     return NormalDist().cdf((delta + margin) / standard_error)
+
+
+def student_t_cdf(x: float, df: int) -> float:
+    """P(T <= x) for Student's t with a whole number df >= 1 of degrees of freedom, from the finite series of
+    P(|T| < |x|) in θ = arctan(|x| / √df) (Abramowitz & Stegun 26.7.3-4): odd df (2/π)(θ + sin θ Σ_k a_k cos^(2k+1) θ),
+    even df sin θ Σ_k b_k cos^(2k) θ, with the terms' coefficients built up as ratios."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    theta = math.atan(abs(x) / math.sqrt(df))
+    sine, cosine = math.sin(theta), math.cos(theta)
+    squared = cosine * cosine
+    if df % 2:
+        term, total = cosine, 0.0
+        for k in range(1, (df - 1) // 2 + 1):  # the series of cos^(2k-1) θ, k = 1 .. (df−1)/2
+            total += term
+            term *= squared * (2 * k) / (2 * k + 1)
+        inside = 2 / math.pi * (theta + sine * total) if df > 1 else 2 * theta / math.pi
+    else:
+        term, total = 1.0, 0.0
+        for k in range(df // 2):  # the series of cos^(2k) θ, k = 0 .. df/2 − 1
+            total += term
+            term *= squared * (2 * k + 1) / (2 * k + 2)
+        inside = sine * total
+    inside = min(1.0, inside)
+    return 0.5 + inside / 2 if x >= 0 else 0.5 - inside / 2
 
 
 def detectable_regression(
