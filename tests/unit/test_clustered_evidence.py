@@ -22,6 +22,8 @@ from pytest_modelbench.gate.statistics import (
     clustered_paired_standard_error,
     paired_binary_standard_error,
     paired_bootstrap,
+    student_t_cdf,
+    worse_than_margin_pvalue,
 )
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.groups import load_group_config
@@ -40,6 +42,20 @@ def test_the_clustered_standard_error_is_the_cr1_formula_by_hand():
     # SE² = G/(G−1) × Σ² / N² = 3/2 × 2/3 / 36 = 1/36
     assert clustered_paired_standard_error(d, labels) == pytest.approx(1 / 6)
     assert cluster_signs(d, labels) == (0, 2)
+
+
+def test_students_t_against_its_closed_forms():
+    """Closed forms by hand: df 1 (Cauchy) ½ + atan(x)/π; df 2 ½ + x / (2√(2 + x²)); df 3
+    ½ + (atan(x/√3) + (x/√3) / (1 + x²/3)) / π."""
+    for x in (-3.0, -0.4, 0.0, 1.0, 2.5):
+        assert student_t_cdf(x, 1) == pytest.approx(0.5 + np.arctan(x) / np.pi)
+        assert student_t_cdf(x, 2) == pytest.approx(0.5 + x / (2 * np.sqrt(2 + x * x)))
+        r = x / np.sqrt(3)
+        assert student_t_cdf(x, 3) == pytest.approx(0.5 + (np.arctan(r) + r / (1 + r * r)) / np.pi)
+    assert student_t_cdf(-2.326, 5000) == pytest.approx(0.01, abs=2e-4)  # the normal's 1% point
+    # a category of 3 clusters: its p-value is t's with 2 degrees of freedom, far above the normal's
+    assert worse_than_margin_pvalue(-0.05, 0.01, 0.02, df=2) == pytest.approx(student_t_cdf(-3.0, 2))
+    assert worse_than_margin_pvalue(-0.05, 0.01, 0.02, df=2) > 20 * worse_than_margin_pvalue(-0.05, 0.01, 0.02)
 
 
 def test_one_document_a_cluster_gives_the_unclustered_standard_error_and_mcnemars_counts():
