@@ -10,8 +10,17 @@ any gated task regresses. Printed, per row: the share of candidates blocked, and
 where every shifted category has a regressed entry ("named").
 
 Baselines. Bias tasks: the committed per-document values of baselines/default/bias/ (real documents, categories and
-values). Accuracy tasks: 0/1 outcomes at 40% accuracy with the document counts below; acc_norm agrees with acc on
-80% of documents, and a candidate's acc and acc_norm changes are correlated (CORRELATION, as on real runs).
+values; StereoSet's documents in their YAML's clusters, by target). Accuracy tasks: 0/1 outcomes at 40% accuracy with
+the document counts below; acc_norm agrees with acc on 80% of documents, and a candidate's acc and acc_norm changes
+are correlated (CORRELATION, as on real runs). arc_mt's 12 tasks are translations of the same 1,172 questions, one
+cluster each as their YAMLs declare: a language's baseline outcome and candidate flip are the question's own with
+probability CROSS_LANGUAGE, else drawn afresh.
+
+Clustered evidence (rows 12 to 21): tasks over the same questions at the pooled margin (identical outcomes, or
+correlated by CROSS_LANGUAGE), a group gated beside its tasks, StereoSet with each target's own change, and the spread
+one-point drop; each "with no clusters declared" row is the row before it with the tasks' clusters removed (the gate's
+tests as they were before clustered evidence, on the same simulated data). "A pooled entry blocked (its level)": how
+often a pooled entry regressed, against its family's share of alpha.
 
 Candidates. 0/1 outcomes: a share DISCORDANCE of documents flips (a row may set less), lost and gained in the
 proportions that give the chosen true change. CrowS-Pairs, calibrated on real fine-tunes of the default model
