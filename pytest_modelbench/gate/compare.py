@@ -33,7 +33,8 @@ blocking). The bootstrap gives only the SE, so no number of resamples limits how
 Clusters. Where the task's YAML declares `modelbench.gate.cluster` (or a group's tasks do), documents of one cluster
 are related evidence (one StereoSet target's sentences): a 0/1 entry's standard error is cluster-robust and McNemar's
 floor counts clusters (statistics.clustered_paired_standard_error, cluster_signs), a bootstrap resamples whole
-clusters. The candidate's clusters decide: a baseline file stores none, and documents pair by key.
+clusters, and p-values are Student's t with G − 1 degrees of freedom (a category of 3 StereoSet targets has little
+evidence). The candidate's clusters decide: a baseline file stores none, and documents pair by key.
 Derived evidence. A task whose metrics are the inputs of a derived metric (metrics/evidence.py: CrowS-Pairs'
 signed stereotype_preference from pct_stereotype and likelihood_diff) gets its entries too, overall and per
 category, tested like any continuous metric and in the same family; its margin is taken at the derived metric's
