@@ -10,8 +10,17 @@ any gated task regresses. Printed, per row: the share of candidates blocked, and
 where every shifted category has a regressed entry ("named").
 
 Baselines. Bias tasks: the committed per-document values of baselines/default/bias/ (real documents, categories and
-values). Accuracy tasks: 0/1 outcomes at 40% accuracy with the document counts below; acc_norm agrees with acc on
-80% of documents, and a candidate's acc and acc_norm changes are correlated (CORRELATION, as on real runs).
+values; StereoSet's documents in their YAML's clusters, by target). Accuracy tasks: 0/1 outcomes at 40% accuracy with
+the document counts below; acc_norm agrees with acc on 80% of documents, and a candidate's acc and acc_norm changes
+are correlated (CORRELATION, as on real runs). arc_mt's 12 tasks are translations of the same 1,172 questions, one
+cluster each as their YAMLs declare: a language's baseline outcome and candidate flip are the question's own with
+probability CROSS_LANGUAGE, else drawn afresh.
+
+Clustered evidence (rows 12 to 21): tasks over the same questions at the pooled margin (identical outcomes, or
+correlated by CROSS_LANGUAGE), a group gated beside its tasks, StereoSet with each target's own change, and the spread
+one-point drop; each "with no clusters declared" row is the row before it with the tasks' clusters removed (the gate's
+tests as they were before clustered evidence, on the same simulated data). "A pooled entry blocked (its level)": how
+often a pooled entry regressed, against its family's share of alpha.
 
 Candidates. 0/1 outcomes: a share DISCORDANCE of documents flips (a row may set less), lost and gained in the
 proportions that give the chosen true change. CrowS-Pairs, calibrated on real fine-tunes of the default model
@@ -59,6 +68,10 @@ from pytest_modelbench.metrics.registry import METRICS  # noqa: E402
 from pytest_modelbench.tasks.config import load_task_config  # noqa: E402
 
 ACCURACY = 0.4
+# arc_mt's 12 tasks translate the same 1,172 ARC questions: a language's baseline outcome, and the uniform draw that
+# decides its candidate's flip, are the question's own (shared by every language) with this probability, else drawn
+# afresh (a stated cross-language correlation: outcomes of two languages agree beyond chance as often).
+CROSS_LANGUAGE = 0.7
 DISCORDANCE = 0.15  # share of 0/1 outcomes a new checkpoint answers differently
 CORRELATION = 0.8  # of acc's and acc_norm's per-document changes (real runs)
 # Per-pair gap noise in nats, sd = base + slope × |gap|: a real fine-tune of the default model on neutral text
@@ -89,6 +102,10 @@ class Task:
     baseline: BaselineRecord
     documents: Sequence[Any] | None = None  # StereoSet: what its aggregates read (the target term)
     weight: float | None = None  # its YAML's modelbench.gate.weight (the shipped bias tasks' own), None: not set
+    questions: str | None = None  # the pool of questions it shares with other tasks (their outcomes correlate)
+    question_share: float = 0.0  # how often its outcomes are the shared questions' own (CROSS_LANGUAGE)
+    members: tuple[str, ...] = ()  # a group: its member tasks (its candidate is theirs, concatenated)
+    clusters: np.ndarray | None = None  # the documents' clusters as simulated (candidates move together within one)
 
     @property
     def name(self) -> str:
@@ -103,14 +120,46 @@ class Task:
         return np.array(["" if c is None else c for c in self.baseline.doc_categories], dtype=object)
 
 
-def accuracy_task(suite: str, name: str, n: int, metrics: tuple[str, ...], rng: np.random.Generator) -> Task:
+def accuracy_task(suite: str, name: str, n: int, metrics: tuple[str, ...], rng: np.random.Generator,
+                  shared: np.ndarray | None = None, question_share: float = 0.0) -> Task:
+    """A task of 0/1 outcomes at ACCURACY. `shared`: the outcomes of questions it shares with other tasks (each its
+    own document, key and outcome, all in the question's cluster as the suite's YAMLs declare it); a document's
+    outcome is the question's with probability `question_share`."""
     from tests.fixtures.gate_records import make_record
 
     acc = (rng.random(n) < ACCURACY).astype(float)
+    if shared is not None:
+        acc = np.where(rng.random(n) < question_share, shared, acc)
     values = {"acc": acc}
     if "acc_norm" in metrics:
         values["acc_norm"] = np.where(rng.random(n) < 0.8, acc, (rng.random(n) < ACCURACY).astype(float))
-    return Task(suite, make_record(values, metrics=[MetricInfo(m, "higher", None, True) for m in metrics], task=name))
+    record = make_record(values, metrics=[MetricInfo(m, "higher", None, True) for m in metrics], task=name)
+    if shared is None:
+        return Task(suite, record)
+    record = replace(record, doc_clusters=tuple(f"arc-challenge/{i}" for i in range(n)))
+    return Task(suite, record, questions=suite, question_share=question_share, clusters=np.arange(n))
+
+
+def shared_questions(suite: str, names: Sequence[str], n: int, metrics: tuple[str, ...], question_share: float,
+                     rng: np.random.Generator) -> list[Task]:
+    """Tasks over the same `n` questions (translations, formats), correlated by `question_share`."""
+    shared = (rng.random(n) < ACCURACY).astype(float)
+    return [accuracy_task(suite, name, n, metrics, rng, shared, question_share) for name in names]
+
+
+def group_task(suite: str, name: str, members: Sequence[Task]) -> Task:
+    """A group over `members` gated beside them: their documents (the same keys and clusters), a category each."""
+    records = [m.baseline for m in members]
+    first = records[0]
+    clusters = tuple(c for r in records for c in (r.doc_clusters or (None,) * len(r.doc_keys)))
+    record = replace(
+        first, task=name, category_field="task", categories={},
+        doc_keys=tuple(k for r in records for k in r.doc_keys), doc_ids=tuple(i for r in records for i in r.doc_ids),
+        doc_categories=tuple(r.task for r in records for _ in r.doc_keys),
+        values={metric: np.concatenate([r.values[metric] for r in records]) for metric in first.values},
+        doc_clusters=clusters if any(c is not None for c in clusters) else (),
+    )
+    return Task(suite, record, members=tuple(m.name for m in members))
 
 
 def stereoset_documents(record: BaselineRecord) -> list[SimpleNamespace]:
@@ -125,17 +174,29 @@ def stereoset_documents(record: BaselineRecord) -> list[SimpleNamespace]:
 
 
 def bias_task(name: str) -> Task:
+    """A shipped bias task at its committed baseline; StereoSet's documents in their YAML's clusters (by target)."""
     path = BIAS_BASELINES / f"{name}.json"
     record = parse(path.read_text(encoding="utf-8"), path)
     weight = load_task_config(REPO / "suites" / "bias" / f"{name}.yaml").gate.weight
-    return Task("bias", record, stereoset_documents(record) if name.startswith("stereoset") else None, weight)
+    if not name.startswith("stereoset"):
+        return Task("bias", record, None, weight)
+    documents = stereoset_documents(record)
+    clusters = tuple(f"stereoset/{d.doc['target']}" for d in documents)
+    labels = np.unique(np.array(clusters, dtype=object), return_inverse=True)[1]
+    return Task("bias", replace(record, doc_clusters=clusters), documents, weight, clusters=labels)
+
+
+def undeclared(task: Task) -> Task:
+    """The task as if its YAML declared no clusters (the gate before clustered evidence): same data, same moves."""
+    return replace(task, baseline=replace(task.baseline, doc_clusters=()))
 
 
 def session_split(tasks: Sequence[Task], weights: dict[str, float] | None = None) -> AlphaSplit:
     """The gate's own split of alpha over these tasks (their shipped YAML weights) and their suites' pooled families;
     `weights`: the ini's modelbench_gate_weights, by task key."""
     yaml_weights = {task.key: task.weight for task in tasks}
-    metrics = {task.key: [m.name for m in task.baseline.metrics if poolable(m.binary, m.direction)] for task in tasks}
+    metrics = {task.key: [m.name for m in task.baseline.metrics if poolable(m.binary, m.direction) and not task.members]
+               for task in tasks}  # a group pools none of its own (gate/pytest_integration.py poolable_metrics)
     return GatePolicy(baselines_dir=Path("."), weights=weights or {}).alpha_split(yaml_weights, yaml_weights, metrics)
 
 
@@ -157,10 +218,34 @@ def flip(base: np.ndarray, mean_change: float, u: np.ndarray, discordance: float
     return np.where(base == 1, (u >= down).astype(float), (u < up).astype(float))
 
 
-def correlated_uniforms(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def flip_by_cluster(base: np.ndarray, changes: np.ndarray, clusters: np.ndarray, rng: np.random.Generator,
+                    discordance: float) -> np.ndarray:
+    """0/1 outcomes whose mean moves in each cluster by its own `changes[cluster]` in expectation, exactly: about
+    `discordance` of a cluster's outcomes flip, only lost (or gained) where it holds no 0 (or no 1)."""
+    moved = np.empty_like(base)
+    for cluster in np.unique(clusters):
+        mask = clusters == cluster
+        part, change = base[mask], float(changes[cluster])
+        n, ones = part.size, int(part.sum())
+        zeros = n - ones
+        lost, gained = max(0.0, (discordance - change) * n / 2), max(0.0, (discordance + change) * n / 2)
+        if not zeros:
+            lost, gained = max(0.0, -change * n), 0.0
+        elif not ones:
+            lost, gained = 0.0, max(0.0, change * n)
+        u = rng.random(n)
+        moved[mask] = np.where(part == 1, (u >= min(1.0, lost / max(ones, 1))).astype(float),
+                               (u < min(1.0, gained / max(zeros, 1))).astype(float))
+    return moved
+
+
+def correlated_uniforms(n: int, rng: np.random.Generator, shared: np.ndarray | None = None,
+                        question_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Two uniform vectors, the second equal to the first on CORRELATION of the documents (fresh elsewhere): the
-    flips they drive agree that often."""
+    flips they drive agree that often. `shared`: the questions' own draws, the first's with `question_share`."""
     first = rng.random(n)
+    if shared is not None:
+        first = np.where(rng.random(n) < question_share, shared, first)
     return first, np.where(rng.random(n) < CORRELATION, first, rng.random(n))
 
 
@@ -172,6 +257,8 @@ class Move:
     margins: float = 0.0
     share_up: dict[str, float] = field(default_factory=dict)
     discordance: float = DISCORDANCE  # of its 0/1 outcomes (a quantized checkpoint changes fewer answers)
+    cluster_sd: float = 0.0  # StereoSet: each cluster's change drawn about the task's with this sd, in margins
+    ss_margins: float | None = None  # StereoSet: ss's move in margins, if not `margins` (icat follows lms and ss)
 
 
 def gap_noise_sd(gaps: np.ndarray) -> np.ndarray:
@@ -255,7 +342,9 @@ def crows_candidate(task: Task, move: Move, rng: np.random.Generator, moves: dic
     return {"pct_stereotype": (cand_gaps > 0).astype(float), "likelihood_diff": np.abs(cand_gaps)}
 
 
-def candidate(task: Task, move: Move, rng: np.random.Generator, moves: dict) -> BaselineRecord:
+def candidate(task: Task, move: Move, rng: np.random.Generator, moves: dict,
+              shared: np.ndarray | None = None) -> BaselineRecord:
+    """`shared`: the draws of the questions the task shares with others (Task.questions)."""
     base = task.baseline
     if "pct_stereotype" in base.values:
         return replace(base, values=crows_candidate(task, move, rng, moves))
@@ -266,18 +355,31 @@ def candidate(task: Task, move: Move, rng: np.random.Generator, moves: dict) -> 
         tie_first = rng.random(lms.size) < 0.5
         halves = [np.where(lms == 0.5, tie_first, lms == 1).astype(float),
                   np.where(lms == 0.5, ~tie_first, lms == 1).astype(float)]
+        ss = base.values["ss"]
+        ss_margins = move.margins if move.ss_margins is None else move.ss_margins
+        if move.cluster_sd:  # ss: each target's own change about the task's, in margins (the targets a sample from a
+            # population whose change is the move's), each target's outcomes moving by its own change; lms as below
+            # (lms sits near 1, where a target's own gain often cannot be drawn)
+            effect = rng.normal(0.0, move.cluster_sd, int(task.clusters.max()) + 1)
+            change = -move.margins * METRICS["lms"].margin.absolute
+            values["lms"] = sum(flip(h, change, rng.random(lms.size), move.discordance) for h in halves) / 2
+            away = {c: 1.0 if ss[categories == c].mean() >= 0.5 else -1.0 for c in set(categories.tolist())}
+            target_away = np.zeros(effect.size)
+            target_away[task.clusters] = [away[c] for c in categories]
+            values["ss"] = flip_by_cluster(ss, target_away * (ss_margins + effect) * METRICS["ss"].margin.absolute,
+                                           task.clusters, rng, move.discordance)
+            return replace(base, values=values)
         change = -move.margins * METRICS["lms"].margin.absolute
         values["lms"] = sum(flip(h, change, rng.random(lms.size), move.discordance) for h in halves) / 2
-        ss = base.values["ss"]
         moved = np.empty_like(ss)
         for category in set(categories.tolist()):
             mask = categories == category
             away = 1.0 if ss[mask].mean() >= 0.5 else -1.0
-            moved[mask] = flip(ss[mask], away * move.margins * METRICS["ss"].margin.absolute, rng.random(mask.sum()),
+            moved[mask] = flip(ss[mask], away * ss_margins * METRICS["ss"].margin.absolute, rng.random(mask.sum()),
                                move.discordance)
         values["ss"] = moved
         return replace(base, values=values)
-    u_acc, u_norm = correlated_uniforms(len(base.doc_keys), rng)
+    u_acc, u_norm = correlated_uniforms(len(base.doc_keys), rng, shared, task.question_share)
     for metric, u in (("acc", u_acc), ("acc_norm", u_norm)):
         if metric in base.values:
             values[metric] = flip(base.values[metric], -move.margins * METRICS[metric].margin.absolute, u,
@@ -295,29 +397,48 @@ class Row:
     moves: dict[str, Move]  # task name → its move; tasks not named are unchanged
     named: tuple[str, tuple[str, ...]] | None = None  # (task, categories): counted when all have a regressed entry
     weights: dict[str, float] = field(default_factory=dict)  # the ini's task weights
+    level: str = ""  # what a block of this row is to be compared with, when it is a false block
+    watched: str | None = None  # a metric whose entries sit at their margin: how often one of them regressed
 
 
 def run_row(row: Row, candidates: int, rng: np.random.Generator, shifts: dict) -> dict:
     split = session_split(row.tasks, row.weights)
-    blocked = named = by_pooled = 0
+    blocked = named = by_pooled = pooled_blocked = watched = 0
+    pooled_n: set[int] = set()
     for _ in range(candidates):
         regressed = []
         pooling: dict[str, dict[str, list]] = {}
+        shared = {task.questions: rng.random(task.baseline.values["acc"].size)
+                  for task in row.tasks if task.questions is not None}
+        candidates_by_name: dict[str, BaselineRecord] = {}
         for task in row.tasks:
-            cand = candidate(task, row.moves.get(task.name, Move()), rng, shifts)
+            if task.members:
+                members = [candidates_by_name[name] for name in task.members]
+                cand = replace(task.baseline, values={metric: np.concatenate([m.values[metric] for m in members])
+                                                      for metric in task.baseline.values})
+            else:
+                cand = candidate(task, row.moves.get(task.name, Move()), rng, shifts, shared.get(task.questions))
+            candidates_by_name[task.name] = cand
             comparison = compare(task.baseline, cand, tolerance(task, split), task.documents)
-            regressed += [(task.name, e.category) for e in comparison.regressed]
+            regressed += [(task.name, e.metric, e.category) for e in comparison.regressed]
             pooling.setdefault(task.suite, {})[task.key] = list(comparison.pooling)
         pooled = [e for suite, weight in split.pooled.items()
                   for e in pooled_entries(suite, pooling[suite], alpha=0.05, level=0.05 * weight / split.total_weight)]
         pooled_regressed = any(e.verdict is Verdict.REGRESSED for e in pooled)
+        watched += any(metric == row.watched for _, metric, _ in regressed)
+        pooled_n.update(e.n for e in pooled)
+        pooled_blocked += pooled_regressed
         by_pooled += pooled_regressed and not regressed
         blocked += bool(regressed) or pooled_regressed
         if row.named is not None:
             task_name, categories = row.named
-            named += all((task_name, c) in regressed for c in categories)
+            named += all(any(r[0] == task_name and r[2] == c for r in regressed) for c in categories)
+    levels = {suite: 0.05 * weight / split.total_weight for suite, weight in split.pooled.items()}
     result = {"row": row.label, "tasks": len(row.tasks), "candidates": candidates, "blocked": blocked / candidates,
-              "blocked_by_pooled_alone": by_pooled / candidates}
+              "blocked_by_pooled_alone": by_pooled / candidates, "pooled_blocked": pooled_blocked / candidates,
+              "pooled_level": sum(levels.values()), "pooled_documents": sorted(pooled_n)}
+    if row.watched is not None:
+        result["watched_blocked"] = watched / candidates
     if row.named is not None:
         result["named"] = named / candidates
     return result
@@ -335,7 +456,7 @@ def arguments(description: str) -> argparse.Namespace:
 
 def shipped_tasks(rng: np.random.Generator) -> tuple[list[Task], list[Task], list[Task]]:
     """The shipped suites' tasks as simulated: arc_mt's, bangla's (0/1 baselines drawn from `rng`), bias's."""
-    arc = [accuracy_task("arc_mt", name, n, metrics, rng) for name, n, metrics in ARC_MT]
+    arc = shared_questions("arc_mt", [name for name, _, _ in ARC_MT], ARC_MT[0][1], ARC_MT[0][2], CROSS_LANGUAGE, rng)
     bangla = [accuracy_task("bangla", name, n, metrics, rng) for name, n, metrics in BANGLA]
     return arc, bangla, [bias_task(name) for name in BIAS]
 
@@ -382,16 +503,54 @@ def main() -> None:
         Row("every ARC and Bangla task −1 point, 1.5% of their answers changed (int8 weights), all shipped suites",
             everything, {t.name: Move(1.0, discordance=0.015) for t in arc + bangla}),
     ]
+    three = shared_questions("formats", ["letter", "letter_3shot", "letter_prefixed"], 1172, ("acc",), 1.0, rng)
+    twelve = shared_questions("arc_mt", [name for name, _, _ in ARC_MT], 1172, ("acc",), 1.0, rng)
+    languages = shared_questions("arc_mt", [name for name, _, _ in ARC_MT], 1172, ("acc",), CROSS_LANGUAGE, rng)
+    members = [accuracy_task("grouped", f"member_{i}", 800, ("acc",), rng) for i in range(3)]
+    beside = [*members, group_task("grouped", "the_group", members)]
+    stereoset = [task for task in bias if task.name == "stereoset_intrasentence"]
+    at_pooled_margin = {t.name: Move(0.5) for t in three + twelve + languages + members}
+    # ss 1 margin further from 0.5, each target by its own change (sd 3 margins), lms unmoved: every ss entry sits
+    # at its margin (icat, which follows ss, is then beyond its own: its blocks are right, so the row counts ss's)
+    target_moves = {stereoset[0].name: Move(0.0, cluster_sd=3.0, ss_margins=1.0)}
+    diffuse = {t.name: Move(1.0) for t in arc + bangla}
+    pooled_level = "the pooled family's level"
+    rows += [
+        Row("3 tasks over the same 1,172 questions, identical outcomes, each −½ point (the pooled margin), gated alone",
+            three, at_pooled_margin, level=pooled_level),
+        Row("row 12 with no clusters declared (the gate before clustered evidence)", [undeclared(t) for t in three],
+            at_pooled_margin, level=pooled_level),
+        Row("arc_mt shape: 12 tasks over the same 1,172 questions, identical outcomes, each −½ point, gated alone",
+            twelve, at_pooled_margin, level=pooled_level),
+        Row(f"arc_mt shape, cross-language correlation {CROSS_LANGUAGE}, each −½ point, gated alone", languages,
+            at_pooled_margin, level=pooled_level),
+        Row("row 15 with no clusters declared", [undeclared(t) for t in languages], at_pooled_margin,
+            level=pooled_level),
+        Row("a group of 3 tasks (800 documents each) gated beside them, each −½ point", beside, at_pooled_margin,
+            level=pooled_level),
+        Row("stereoset_intrasentence, ss 1 margin further from ½, each target's own change sd 3 margins, gated alone",
+            stereoset, target_moves, level="alpha 5%", watched="ss"),
+        Row("row 18 with no clusters declared", [undeclared(t) for t in stereoset], target_moves, level="alpha 5%",
+            watched="ss"),
+        Row(f"every ARC and Bangla task −1 point (arc_mt's languages correlated {CROSS_LANGUAGE}), arc_mt and bangla "
+            "gated", arc + bangla, diffuse),
+        Row("row 20 with no clusters declared", [undeclared(t) for t in arc + bangla], diffuse),
+    ]
     chosen = [rows[int(i) - 1] for i in args.rows] if args.rows else rows
     print(f"{args.candidates} candidates per row, seed {args.seed}, discordance {DISCORDANCE}, acc/acc_norm "
           f"correlation {CORRELATION}, CrowS gap noise sd {GAP_NOISE_BASE} + {GAP_NOISE_SLOPE}·|gap| nats, "
           f"{100 * TARGETED_SHARE:g}% of a biased category's pairs shifted\n")
-    print("| # | row | gated tasks | blocked | by a pooled entry alone | both categories named |")
-    print("|---|---|---|---|---|---|")
+    print("| # | row | gated tasks | blocked | by a pooled entry alone | both categories named (or a watched metric's "
+          "entry regressed) | a pooled entry "
+          "blocked (its level) | pooled documents |")
+    print("|---|---|---|---|---|---|---|---|")
     shifts: dict = {}
     print_rows(rows, chosen, lambda row: run_row(row, args.candidates, rng, shifts), lambda result: [
         str(result["tasks"]), f"{100 * result['blocked']:.1f}%", f"{100 * result['blocked_by_pooled_alone']:.1f}%",
-        f"{100 * result['named']:.1f}%" if "named" in result else ""], args.json_out)
+        f"{100 * result['named']:.1f}%" if "named" in result else
+        f"an ss entry: {100 * result['watched_blocked']:.1f}%" if "watched_blocked" in result else "",
+        f"{100 * result['pooled_blocked']:.1f}% ({100 * result['pooled_level']:.2f}%)" if result["pooled_level"] else "",
+        ", ".join(f"{n:,}" for n in result["pooled_documents"])], args.json_out)
 
 
 if __name__ == "__main__":

@@ -145,6 +145,9 @@ class BaselineRecord:
     # its tasks do not score holds NaN (null in the file) for their documents.
     category_members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     noise_floor: NoiseFloor | None = None  # measured under --noise-floor; None in other records and older files
+    # Each document's cluster (its task's `modelbench.gate.cluster`, None where its task declares none); empty when
+    # no document has one. The candidate's: a baseline file does not store them (the gate pairs by document key).
+    doc_clusters: tuple[str | None, ...] = ()
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -230,6 +233,7 @@ def record_from_evaluation(
         doc_categories=tuple(d.category for d in documents),
         values=values,
         category_members=dict(getattr(prepared, "category_members", {})),
+        doc_clusters=tuple(d.cluster for d in documents) if any(d.cluster is not None for d in documents) else (),
     )
 
 

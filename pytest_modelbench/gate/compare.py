@@ -30,6 +30,11 @@ Against the margin δ (non-inferiority): p_worse = Φ((delta + δ) / SE) is the 
 −δ"; for 0/1 metrics it is also never below McNemar's one-sided exact tail (a regression beyond the margin is a
 regression, and the tail keeps a handful of discordant documents, where the normal approximation is poor, from
 blocking). The bootstrap gives only the SE, so no number of resamples limits how small a p-value can be.
+Clusters. Where the task's YAML declares `modelbench.gate.cluster` (or a group's tasks do), documents of one cluster
+are related evidence (one StereoSet target's sentences): a 0/1 entry's standard error is cluster-robust and McNemar's
+floor counts clusters (statistics.clustered_paired_standard_error, cluster_signs), a bootstrap resamples whole
+clusters, and p-values are Student's t with G − 1 degrees of freedom (a category of 3 StereoSet targets has little
+evidence). The candidate's clusters decide: a baseline file stores none, and documents pair by key.
 Derived evidence. A task whose metrics are the inputs of a derived metric (metrics/evidence.py: CrowS-Pairs'
 signed stereotype_preference from pct_stereotype and likelihood_diff) gets its entries too, overall and per
 category, tested like any continuous metric and in the same family; its margin is taken at the derived metric's
@@ -49,6 +54,7 @@ Verdict. `statistics.judge`; the effective margin is the metric's `Margin` at th
 from __future__ import annotations
 
 import functools
+import math
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -61,6 +67,9 @@ from pytest_modelbench.metrics.registry import Direction
 from pytest_modelbench.gate.statistics import (
     Verdict,
     bootstrap_standard_error,
+    cluster_labels,
+    cluster_signs,
+    clustered_paired_standard_error,
     detectable_regression,
     holm_adjust,
     judge,
@@ -155,13 +164,14 @@ class _Test:
     gained: int = 0
     binary: bool = False  # 0/1 per-document values (the MDE's least-churn floor, statistics.detectable_regression)
     baseline_standard_error: float = 0.0  # bootstrap only: of the baseline's own value (the MDE with no change)
+    df: int | None = None  # clustered: G − 1 degrees of freedom of Student's t for the p-values (else normal)
 
     def p_values(self, margin: float) -> tuple[float, float]:
         """(p_worse, p_better): one-sided p-values of "not worse than −margin" and "not better than +margin"."""
         if self.test == "none":
             return 1.0, 1.0
-        worse = worse_than_margin_pvalue(self.delta, self.standard_error, margin)
-        better = worse_than_margin_pvalue(-self.delta, self.standard_error, margin)
+        worse = worse_than_margin_pvalue(self.delta, self.standard_error, margin, self.df)
+        better = worse_than_margin_pvalue(-self.delta, self.standard_error, margin, self.df)
         if self.test == "mcnemar":
             worse = max(worse, mcnemar_one_sided_pvalue(self.lost, self.gained))
             better = max(better, mcnemar_one_sided_pvalue(self.gained, self.lost))
@@ -199,11 +209,15 @@ def _seed(task: str, metric: str, category: str | None) -> int:
 
 def paired_test(
     baseline: np.ndarray, candidate: np.ndarray, *, direction: str, ideal: float | None, binary: bool, seed: int = 0,
-    n_resamples: int = N_RESAMPLES,
+    n_resamples: int = N_RESAMPLES, clusters: np.ndarray | None = None,
 ) -> _Test:
     """Oriented delta (positive = better) and its standard error (and discordant counts for 0/1 outcomes).
 
     A bootstrap over fewer than two documents has no standard error: its test is "none" (delta kept, never blocks).
+    `clusters`: the documents' cluster labels (statistics.cluster_labels) where the task declares clusters; then the
+    standard error is cluster-robust (the cluster bootstrap for a bootstrapped metric, scaled by √(G/(G−1)) as CR1),
+    the discordant counts are the clusters' (a sign test over clusters), and the p-values Student's t with G − 1
+    degrees of freedom.
     """
     base = np.asarray(baseline, dtype=float)
     cand = np.asarray(candidate, dtype=float)
@@ -214,20 +228,44 @@ def paired_test(
         return _Test(_oriented(float(cand[0]), direction, ideal) - _oriented(float(base[0]), direction, ideal), 0.0, "none")
     if direction == "ideal":
         result = paired_bootstrap(
-            base, cand, of_mean=lambda means: -np.abs(means - float(ideal)), n_resamples=n_resamples, seed=seed
+            base, cand, of_mean=lambda means: -np.abs(means - float(ideal)), n_resamples=n_resamples, seed=seed,
+            clusters=clusters,
         )
-        return _Test(result.delta, result.standard_error, "bootstrap", binary=binary,
-                     baseline_standard_error=result.baseline_standard_error)
+        return _bootstrapped(result.delta, result.standard_error, clusters, binary=binary,
+                             baseline_standard_error=result.baseline_standard_error)
     sign = 1.0 if direction == "higher" else -1.0
     if binary:
         good_base, good_cand = (base == 1, cand == 1) if sign > 0 else (base == 0, cand == 0)
         lost = int(np.count_nonzero(good_base & ~good_cand))
         gained = int(np.count_nonzero(~good_base & good_cand))
         delta = sign * float(np.mean(cand) - np.mean(base))
+        if clusters is not None:
+            d = sign * (cand - base)
+            return _Test(delta, clustered_paired_standard_error(d, clusters), "mcnemar", *cluster_signs(d, clusters),
+                         df=_cluster_count(clusters) - 1, binary=True)
         return _Test(delta, paired_binary_standard_error(base, cand), "mcnemar", lost, gained, binary=True)
-    result = paired_bootstrap(sign * base, sign * cand, n_resamples=n_resamples, seed=seed)
-    return _Test(result.delta, result.standard_error, "bootstrap",
-                 baseline_standard_error=result.baseline_standard_error)
+    result = paired_bootstrap(sign * base, sign * cand, n_resamples=n_resamples, seed=seed, clusters=clusters)
+    return _bootstrapped(result.delta, result.standard_error, clusters,
+                         baseline_standard_error=result.baseline_standard_error)
+
+
+def _cluster_count(labels: np.ndarray) -> int:
+    return int(np.unique(labels).size)
+
+
+def _bootstrapped(delta: float, standard_error: float, clusters: np.ndarray | None, *, binary: bool = False,
+                  baseline_standard_error: float = 0.0) -> _Test:
+    """A bootstrap test; over clusters its standard errors scaled by √(G/(G−1)) (CR1's factor: resampling G clusters
+    underestimates the variance by (G−1)/G, which matters for a category of a few), with G − 1 degrees of freedom.
+    A single cluster has no standard error: no test."""
+    if clusters is None:
+        return _Test(delta, standard_error, "bootstrap", binary=binary, baseline_standard_error=baseline_standard_error)
+    groups = _cluster_count(clusters)
+    if groups < 2:
+        return _Test(delta, 0.0, "none")
+    scale = math.sqrt(groups / (groups - 1))
+    return _Test(delta, standard_error * scale, "bootstrap", df=groups - 1, binary=binary,
+                 baseline_standard_error=baseline_standard_error * scale)
 
 
 def _oriented(value: float, direction: str, ideal: float | None) -> float:
@@ -248,12 +286,14 @@ def aggregate_test(
     ideal: float | None,
     seed: int = 0,
     n_resamples: int = AGGREGATE_RESAMPLES,
+    clusters: np.ndarray | None = None,
 ) -> tuple[float | None, float | None, _Test]:
     """Paired bootstrap of a metric's own aggregate: (baseline value, candidate value, oriented test).
 
     Same SE convention as `statistics.paired_bootstrap`; resamples where the aggregate is undefined (None) are
     dropped. An aggregate with a `resampler` (metrics/bias.py's OverTerms) is evaluated at each resample's indices
-    without rebuilding its document list.
+    without rebuilding its document list. `clusters`: the documents' cluster labels; then each resample draws whole
+    clusters (the cluster bootstrap).
     """
     n = len(documents)
     if n == 0:
@@ -275,16 +315,27 @@ def aggregate_test(
         return base_value, cand_value, _NO_TEST
     delta = _oriented(cand_value, direction, ideal) - _oriented(base_value, direction, ideal)
     rng = np.random.Generator(np.random.PCG64(seed))
+    members = None if clusters is None else _cluster_members(clusters)
     deltas, baselines = [], []
     for _ in range(n_resamples):
-        b, c = values_at(rng.integers(0, n, size=n))
+        if members is None:
+            b, c = values_at(rng.integers(0, n, size=n))
+        else:
+            b, c = values_at(np.concatenate([members[g] for g in rng.integers(0, len(members), size=len(members))]))
         if b is not None and c is not None:
             deltas.append(_oriented(c, direction, ideal) - _oriented(b, direction, ideal))
             baselines.append(_oriented(b, direction, ideal))
     if n < 2:
         return base_value, cand_value, _Test(float(delta), 0.0, "none")
-    return base_value, cand_value, _Test(float(delta), bootstrap_standard_error(np.asarray(deltas)), "bootstrap",
-                                         baseline_standard_error=bootstrap_standard_error(np.asarray(baselines)))
+    return base_value, cand_value, _bootstrapped(float(delta), bootstrap_standard_error(np.asarray(deltas)), clusters,
+                                                 baseline_standard_error=bootstrap_standard_error(np.asarray(baselines)))
+
+
+def _cluster_members(labels: np.ndarray) -> list[np.ndarray]:
+    """The document positions of each cluster, by label."""
+    _, inverse = np.unique(labels, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(inverse))[:-1])
 
 
 def compare(
@@ -304,6 +355,7 @@ def compare(
         raise ValueError("baseline and candidate hold different documents; check comparability first")
     order = np.array([position[key] for key in candidate.doc_keys], dtype=int)
     groups = entry_groups(candidate)
+    clusters = cluster_labels(candidate.doc_clusters) if any(c is not None for c in candidate.doc_clusters) else None
 
     base_values = {name: _as_column(v)[order] for name, v in baseline.values.items()}
     cand_values = {name: _as_column(v) for name, v in candidate.values.items()}
@@ -326,7 +378,7 @@ def compare(
                 base_value, cand_value, test = aggregate_test(
                     aggregate, {k: v[idx] for k, v in base_values.items()}, {k: v[idx] for k, v in cand_values.items()},
                     [documents[i] for i in idx], direction=metric.direction, ideal=metric.ideal, seed=seed(category),
-                    n_resamples=AGGREGATE_RESAMPLES,
+                    n_resamples=AGGREGATE_RESAMPLES, clusters=None if clusters is None else clusters[idx],
                 )
                 if base_value is None or cand_value is None:
                     raise ValueError(f"metric '{metric.name}': the aggregate is undefined on {len(idx)} documents")
@@ -340,11 +392,12 @@ def compare(
                 test = paired_test(
                     base, cand, direction=metric.direction, ideal=metric.ideal, binary=metric.binary,
                     seed=seed(category), n_resamples=N_RESAMPLES,
+                    clusters=None if clusters is None else clusters[mask & scored],
                 )
                 tested.append(_Tested(metric.name, metric.as_direction(), category, int(base.size),
                                       float(np.mean(base)), float(np.mean(cand)), test, float(np.mean(base))))
                 if category is None and poolable(metric.binary, metric.direction):
-                    pooling_values[metric.name] = (base, cand)
+                    pooling_values[metric.name] = (base, cand, scored)
     for derived in derived_metrics(candidate.metric_names):
         base_column, cand_column = derived.values(base_values), derived.values(cand_values)
         for category, mask in groups:
@@ -354,6 +407,7 @@ def compare(
             test = paired_test(
                 base, cand, direction=derived.direction.kind, ideal=derived.direction.ideal, binary=False,
                 seed=_seed(candidate.task, derived.name, category), n_resamples=N_RESAMPLES,
+                clusters=None if clusters is None else clusters[mask],
             )
             tested.append(_Tested(derived.name, derived.direction, category, int(base.size), float(np.mean(base)),
                                   float(np.mean(cand)), test, derived.margin_scale(base)))
@@ -384,10 +438,18 @@ def compare(
             )
         )
     pooling = tuple(
-        PoolingStats.of(e.metric, *pooling_values[e.metric], e.direction, e.margin)
+        PoolingStats.of(e.metric, *pooling_values[e.metric][:2], e.direction, e.margin,
+                        *_scored_identities(candidate, pooling_values[e.metric][2]))
         for e in entries if e.category is None and e.metric in pooling_values
     )
     return TaskComparison(candidate.task, tuple(entries), len(order), tolerance, pooling)
+
+
+def _scored_identities(record: BaselineRecord, scored: np.ndarray) -> tuple[list[str], list[str | None]]:
+    """The keys and declared clusters of a record's documents where `scored`."""
+    positions = np.flatnonzero(scored).tolist()
+    clusters = [record.doc_clusters[i] for i in positions] if record.doc_clusters else []
+    return [record.doc_keys[i] for i in positions], clusters
 
 
 def entry_groups(record: BaselineRecord) -> list[tuple[str | None, np.ndarray]]:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 from pytest_modelbench.gate.early_stop import settle_pooled
 from pytest_modelbench.gate.html_report import html_page
-from pytest_modelbench.gate.pooled import PooledEntry, PoolingStats, pooled_entries
+from pytest_modelbench.gate.pooled import PooledEntry, PoolingStats, suite_pooled_entries
 from pytest_modelbench.gate.report import (
     STATUS_COMPARED,
     GateResult,
@@ -111,12 +111,9 @@ class SessionDecision:
                         and r.task.split("/", 1)[0] == suite]
             if not compared:
                 continue
-            alpha = min(r.alpha for r in compared if r.alpha is not None)
-            level = alpha * weight / compared[0].total_weight if self.error_control == "session" else alpha
-            stats = {r.task: [PoolingStats.from_json(raw) for raw in r.pooling] for r in compared}
+            entries, stats = suite_pooled_entries(suite, compared, weight, session_split=self.error_control == "session")
             regressed = {r.task for r in compared if r.verdict == Verdict.REGRESSED.value}
-            entries, unsettled = settle_pooled(pooled_entries(suite, stats, alpha=alpha, level=level), stats,
-                                               regressed, self.early_stop_verdicts)
+            entries, unsettled = settle_pooled(entries, stats, regressed, self.early_stop_verdicts)
             if entries:
                 families.append((suite, entries, unsettled))
         return families

@@ -481,8 +481,9 @@ def terminal_lines(results: Sequence[GateResult], max_entries: int = 8, custom_t
 POOLED_HEADER = ("suite (pooled)", "metric", "tasks", "n", "baseline", "candidate", "delta", "margin", "p-value",
                  "MDE", "level", "verdict")
 POOLED_NOTE = (
-    "pooled: the suite's metric over the paired documents of all its compared tasks, against a margin of half the "
-    "tasks' own: it sees a drop spread over every task, each inside its margin; level = its share of the run's alpha"
+    "pooled: the suite's metric over the paired documents of all its compared tasks (a document several tasks hold "
+    "counted once, related documents tested as one cluster), against a margin of half the tasks' own: it sees a drop "
+    "spread over every task, each inside its margin; level = its share of the run's alpha"
 )
 
 POOLED_EARLY_STOP_NOTE = (

@@ -61,11 +61,14 @@ def paired_bootstrap(
     n_resamples: int = 2000,
     seed: int = 0,
     confidence: float = 0.95,
+    clusters: np.ndarray | None = None,
 ) -> BootstrapResult:
     """Resample documents with replacement (same indices for both arrays) and recompute the delta.
 
     The statistic is the mean, or `of_mean` of it (an elementwise numpy function, e.g. the distance of the mean
     from an ideal point), applied to every resample at once. Deterministic for a given seed (PCG64).
+    `clusters`: the documents' cluster labels (`cluster_labels`); then whole clusters are resampled (the cluster
+    bootstrap), each resample's mean over the documents of the clusters drawn.
     """
     base = np.asarray(baseline, dtype=float)
     cand = np.asarray(candidate, dtype=float)
@@ -81,15 +84,28 @@ def paired_bootstrap(
     def statistic(means: np.ndarray) -> np.ndarray:
         return means if of_mean is None else of_mean(means)
 
-    n = base.size
     rng = np.random.Generator(np.random.PCG64(seed))
     deltas = np.empty(n_resamples)
     baselines = np.empty(n_resamples)
-    rows = max(1, _CHUNK_ELEMENTS // n)
-    for start in range(0, n_resamples, rows):
-        idx = rng.integers(0, n, size=(min(rows, n_resamples - start), n))
-        baselines[start : start + len(idx)] = statistic(base[idx].mean(axis=1))
-        deltas[start : start + len(idx)] = statistic(cand[idx].mean(axis=1)) - baselines[start : start + len(idx)]
+    if clusters is None:
+        n = base.size
+        rows = max(1, _CHUNK_ELEMENTS // n)
+        for start in range(0, n_resamples, rows):
+            idx = rng.integers(0, n, size=(min(rows, n_resamples - start), n))
+            baselines[start : start + len(idx)] = statistic(base[idx].mean(axis=1))
+            deltas[start : start + len(idx)] = statistic(cand[idx].mean(axis=1)) - baselines[start : start + len(idx)]
+    else:
+        _, labels = np.unique(np.asarray(clusters, dtype=int), return_inverse=True)
+        sizes = np.bincount(labels).astype(float)
+        base_sums, cand_sums = np.bincount(labels, weights=base), np.bincount(labels, weights=cand)
+        groups = sizes.size
+        rows = max(1, _CHUNK_ELEMENTS // groups)
+        for start in range(0, n_resamples, rows):
+            idx = rng.integers(0, groups, size=(min(rows, n_resamples - start), groups))
+            counts = sizes[idx].sum(axis=1)
+            baselines[start : start + len(idx)] = statistic(base_sums[idx].sum(axis=1) / counts)
+            deltas[start : start + len(idx)] = (statistic(cand_sums[idx].sum(axis=1) / counts)
+                                                - baselines[start : start + len(idx)])
 
     tail = (1 - confidence) / 2
     low, high = np.quantile(deltas, [tail, 1 - tail])
@@ -129,17 +145,45 @@ def holm_adjust(p_values: Sequence[float], weights: Sequence[float] | None = Non
     return adjusted
 
 
-def worse_than_margin_pvalue(delta: float, standard_error: float, margin: float) -> float:
+def worse_than_margin_pvalue(delta: float, standard_error: float, margin: float, df: int | None = None) -> float:
     """One-sided p-value of "delta >= -margin" (not worse than the margin) against "delta < -margin".
 
-    Normal approximation: Phi((delta + margin) / SE). With SE 0 (every document moved alike) the data decide
-    outright: 0 when delta < -margin, else 1. For "better than +margin" pass (-delta).
+    Normal approximation: Phi((delta + margin) / SE); with `df` (a cluster-robust SE over G clusters: G − 1), Student's
+    t with df degrees of freedom instead, as a few clusters' SE is itself uncertain. With SE 0 (every document moved
+    alike) the data decide outright: 0 when delta < -margin, else 1. For "better than +margin" pass (-delta).
     """
     if standard_error < 0 or margin < 0:
         raise ValueError(f"standard_error and margin must be >= 0, got {standard_error}, {margin}")
     if standard_error == 0:
         return 0.0 if delta < -margin else 1.0
+    if df is not None:
+        return student_t_cdf((delta + margin) / standard_error, df)
     return NormalDist().cdf((delta + margin) / standard_error)
+
+
+def student_t_cdf(x: float, df: int) -> float:
+    """P(T <= x) for Student's t with a whole number df >= 1 of degrees of freedom, from the finite series of
+    P(|T| < |x|) in θ = arctan(|x| / √df) (Abramowitz & Stegun 26.7.3-4): odd df (2/π)(θ + sin θ Σ_k a_k cos^(2k+1) θ),
+    even df sin θ Σ_k b_k cos^(2k) θ, with the terms' coefficients built up as ratios."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    theta = math.atan(abs(x) / math.sqrt(df))
+    sine, cosine = math.sin(theta), math.cos(theta)
+    squared = cosine * cosine
+    if df % 2:
+        term, total = cosine, 0.0
+        for k in range(1, (df - 1) // 2 + 1):  # the series of cos^(2k-1) θ, k = 1 .. (df−1)/2
+            total += term
+            term *= squared * (2 * k) / (2 * k + 1)
+        inside = 2 / math.pi * (theta + sine * total) if df > 1 else 2 * theta / math.pi
+    else:
+        term, total = 1.0, 0.0
+        for k in range(df // 2):  # the series of cos^(2k) θ, k = 0 .. df/2 − 1
+            total += term
+            term *= squared * (2 * k + 1) / (2 * k + 2)
+        inside = sine * total
+    inside = min(1.0, inside)
+    return 0.5 + inside / 2 if x >= 0 else 0.5 - inside / 2
 
 
 def detectable_regression(
@@ -201,6 +245,43 @@ def paired_binary_standard_error(baseline: np.ndarray, candidate: np.ndarray) ->
     if diff.size < 2:
         return 0.0
     return float(np.std(diff, ddof=1) / math.sqrt(diff.size))
+
+
+def cluster_labels(clusters: Sequence[object]) -> np.ndarray:
+    """Integer labels 0..G-1 of documents' cluster ids, in order of first appearance; None is a cluster of its own."""
+    labels: dict[object, int] = {}
+    out = np.empty(len(clusters), dtype=int)
+    for i, cluster in enumerate(clusters):
+        key = ("document", i) if cluster is None else ("cluster", cluster)
+        out[i] = labels.setdefault(key, len(labels))
+    return out
+
+
+def clustered_paired_standard_error(differences: np.ndarray, labels: np.ndarray) -> float:
+    """Cluster-robust standard error of the mean paired difference (CR1, Liang & Zeger's sandwich with the G/(G−1)
+    small-sample factor): with S_g the sum of the differences of cluster g, n_g its size, N = Σ n_g and d̄ the mean,
+        SE² = G/(G−1) × Σ_g (S_g − n_g d̄)² / N².
+    One document a cluster gives std(d, ddof=1)/√N, the unclustered standard error; 0 below two clusters."""
+    d = np.asarray(differences, dtype=float)
+    labels = np.asarray(labels, dtype=int)
+    if d.ndim != 1 or labels.shape != d.shape:
+        raise ValueError(f"need 1-D differences and one label each, got {d.shape} and {labels.shape}")
+    _, labels = np.unique(labels, return_inverse=True)
+    groups = int(labels.max()) + 1 if labels.size else 0
+    if groups < 2:
+        return 0.0
+    mean = float(d.mean())
+    residuals = np.bincount(labels, weights=d - mean, minlength=groups)
+    return math.sqrt(groups / (groups - 1) * float(np.dot(residuals, residuals))) / d.size
+
+
+def cluster_signs(differences: np.ndarray, labels: np.ndarray) -> tuple[int, int]:
+    """(clusters whose differences sum below 0, clusters whose sum above 0): the discordant counts of a sign test over
+    clusters, McNemar's test for clustered pairs (`mcnemar_one_sided_pvalue` of them). One document a cluster gives
+    the documents' own discordant counts."""
+    _, labels = np.unique(np.asarray(labels, dtype=int), return_inverse=True)
+    sums = np.bincount(labels, weights=np.asarray(differences, dtype=float))
+    return int(np.count_nonzero(sums < 0)), int(np.count_nonzero(sums > 0))
 
 
 class Verdict(enum.Enum):

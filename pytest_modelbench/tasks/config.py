@@ -28,7 +28,7 @@ _FEWSHOT_CONFIG_KEYS = {
 }
 _SAMPLERS = {"default", "first_n"}
 _MARGIN_KEYS = {"absolute_margin", "relative_margin"}
-_GATE_KEYS = _MARGIN_KEYS | {"alpha", "weight", "metrics"}
+_GATE_KEYS = _MARGIN_KEYS | {"alpha", "weight", "metrics", "cluster"}
 _MODELBENCH_KEYS = {"category_field", "gate", "limit"}
 # Bias-suite keys of the `modelbench:` block (document_rules.py; masked_protocol: scoring/masked.py).
 _MODELBENCH_KEYS |= {"categories", "required_fields", "exclude", "masked_protocol"}
@@ -72,6 +72,9 @@ class GateTolerance:
     relative_margin: float | None = None
     alpha: float | None = None
     weight: float | None = None  # the task's weight in the session's split of alpha (gate/alpha_split.py)
+    # What makes documents related: a field or a template (as doc_to_text) giving each document's cluster id, shared
+    # across tasks (gate/pooled.py); None: each document is its own cluster.
+    cluster: str | None = None
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # metric → {absolute_margin, relative_margin}
 
 
@@ -164,7 +167,10 @@ def checked_gate_block(gate: Any, path: Path) -> dict[str, Any]:
     if not isinstance(gate, dict) or set(gate) - _GATE_KEYS:
         raise TaskConfigError(f"{path}: key 'modelbench.gate' may only hold {sorted(_GATE_KEYS)}")
     for key, value in gate.items():
-        problem = None if key == "metrics" else gate_value_problem(key, value)
+        if key == "cluster":
+            problem = None if isinstance(value, str) and value.strip() else "must be a field name or a template"
+        else:
+            problem = None if key == "metrics" else gate_value_problem(key, value)
         if problem:
             raise TaskConfigError(f"{path}: key 'modelbench.gate.{key}' {problem}")
     return gate

@@ -181,6 +181,9 @@ def _gate(modelbench: Any, path: Path) -> GateTolerance:
     if not isinstance(modelbench, dict) or set(modelbench) - {"gate"}:
         raise TaskConfigError(f"{path}: key 'modelbench' of a group file may only hold 'gate'")
     gate = checked_gate_block(modelbench.get("gate"), path)
+    if "cluster" in gate:
+        raise TaskConfigError(f"{path}: key 'modelbench.gate.cluster' belongs in a task file: a group's documents "
+                              "keep the clusters their tasks declare")
     return GateTolerance(**{**gate, "metrics": gate.get("metrics") or {}})
 
 

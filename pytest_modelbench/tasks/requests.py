@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -28,6 +29,7 @@ class DocumentRequests:
     gold: int | tuple[int, ...] | str | tuple[str, ...]
     category: str | None
     doc: Mapping[str, Any]
+    cluster: str | None = None  # the task's `modelbench.gate.cluster` for this document (gate/pooled.py)
 
 
 class FewshotSampler:
@@ -113,6 +115,19 @@ class RequestBuilder:
         if isinstance(target, list):
             return tuple(str(reference) for reference in target)
         return str(target)
+
+    def clustered(self, request: DocumentRequests) -> DocumentRequests:
+        """The document with its cluster, where the task declares `modelbench.gate.cluster` (a field or a template,
+        as doc_to_text): documents of one cluster are related evidence, pooled across tasks by the same id."""
+        spec = self.config.gate.cluster
+        if spec is None:
+            return request
+        where = self.where(request.doc_id)
+        cluster = self._field_or_template(spec, request.doc, where)
+        if not cluster:
+            raise DocumentError(f"{where}: its cluster is empty (modelbench.gate.cluster: {spec!r}); name a field or "
+                                "write a template that every document fills")
+        return dataclasses.replace(request, cluster=cluster)
 
     def _field_or_template(self, spec: str | None, doc: Mapping[str, Any], where: str) -> str:
         """The description or a gen_prefix for one document: a field's value, or the rendered template."""

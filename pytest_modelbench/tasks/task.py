@@ -48,7 +48,8 @@ def prepare_task(
     shots_per_doc = effective_num_fewshot(config, num_fewshot)
     sampler = _fewshot_sampler(config, shots_per_doc, eval_split, data_dir)
     builder = RequestBuilder(config, eval_split.field_names, prompt_format)
-    documents = [builder.build(doc_id, doc, sampler.shots(doc, shots_per_doc)) for doc_id, doc in enumerate(docs)]
+    documents = [builder.clustered(builder.build(doc_id, doc, sampler.shots(doc, shots_per_doc)))
+                 for doc_id, doc in enumerate(docs)]
     return PreparedTask(config, documents, shots_per_doc, limit, eval_split.fingerprint, prompt_format.label)
 
 

@@ -192,7 +192,7 @@ def _suite_stats(drop: float, scored: int, seed: int, churn: float = 0.03) -> di
         base = (rng.random(3000) < 0.5).astype(float)
         cand = _flipped(_flipped(base, churn + 2 * drop, rng, -1), churn, rng, +1)  # each flips about half its share
         idx = early_stop.scoring_order(3000, f"suite/{name}")[:scored]
-        part = PoolingStats.of("acc", base[idx], cand[idx], "higher", 0.01)
+        part = PoolingStats.of("acc", base[idx], cand[idx], "higher", 0.01, [f"{name}{i}" for i in idx])
         stats[f"suite/{name}"] = [replace(part, unscored=3000 - scored)]
     return stats
 

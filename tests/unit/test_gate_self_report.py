@@ -92,14 +92,18 @@ def test_many_entries_just_under_alpha_are_not_all_improved():
     assert overall.verdict is Verdict.IMPROVED  # 50 of 1,000 gained: clear after the adjustment too
 
 
-def _gains(metric: str, gained: int, n: int = 2000) -> PoolingStats:
-    return PoolingStats(metric, n, baseline_sum=0.0, candidate_sum=float(gained), delta_sum=float(gained),
-                        delta_square_sum=float(gained), lost=0, gained=gained, margin=0.0)
+def _gains(metric: str, gained: int, task: str, n: int = 2000) -> PoolingStats:
+    """A task's pooling statistics: n documents all wrong for the baseline, `gained` of them right for the
+    candidate (document keys of its own, so the two tasks' documents are distinct)."""
+    candidate = np.zeros(n)
+    candidate[:gained] = 1.0
+    return PoolingStats.of(metric, np.zeros(n), candidate, "higher", 0.0, [f"{task}-{i:05d}" for i in range(n)])
 
 
 def test_pooled_entries_just_under_the_level_are_not_all_improved():
     # two pooled metrics, each with 5 documents gained over two tasks (McNemar 2^-5 = 0.031) at a level of 0.05
-    stats = {"quiz/a": [_gains("acc", 3), _gains("acc_norm", 3)], "quiz/b": [_gains("acc", 2), _gains("acc_norm", 2)]}
+    stats = {"quiz/a": [_gains("acc", 3, "a"), _gains("acc_norm", 3, "a")],
+             "quiz/b": [_gains("acc", 2, "b"), _gains("acc_norm", 2, "b")]}
     entries = pooled_entries("quiz", stats, alpha=0.05, level=0.05)
     assert [e.metric for e in entries] == ["acc", "acc_norm"]
     assert not [e for e in entries if e.verdict is Verdict.IMPROVED]
