@@ -65,7 +65,8 @@ def test_worse_model_fails_with_the_category_table(pytester, tiny_model, bad_mod
     assert "Traceback" not in result.stdout.str()
     text = md.read_text()
     assert "gate **failed**" in text and "### probe/gate_probe: regressed" in text
-    assert "| acc | disagree | 20 | 1.0000 | 0.0000 | -1.0000 | 0.0100 | <0.0001 |" in text
+    # "<" is an HTML entity in the md: rendered "<0.0001"
+    assert "| acc | disagree | 20 | 1.0000 | 0.0000 | -1.0000 | 0.0100 | &lt;0.0001 |" in text
     assert baseline_file(pytester).read_bytes() == stored  # a failing run never touches the baseline
     check_results_json(results, tiny_model)
 
