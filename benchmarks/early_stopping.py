@@ -75,7 +75,7 @@ def judged(task: sim.Task, candidate, tolerance, pooled: str | None, full_run_ve
     scored = np.array([], dtype=int)
     for block in blocks[:-1]:
         scored = np.concatenate([scored, block])
-        settlement = early_stop.look(task.baseline, scored_part(task, candidate, scored), len(blocks) - 1,
+        settlement = early_stop.look(task.baseline, scored_part(task, candidate, scored), task.key,
                                      pooled == "task", documents_of(task, scored),
                                      full_run_verdicts=full_run_verdicts)
         if settlement is not None:
