@@ -195,6 +195,55 @@ def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
             "same_task_verdicts": same_verdicts / candidates, "blocked": blocked / candidates}
 
 
+@dataclass(frozen=True)
+class ExactRow:
+    """One 800-document 0/1 task (accuracy ACCURACY, alone in its session: alpha 0.05) whose candidate loses `lost`
+    of the baseline's right answers and gains `gained` wrong ones, drawn afresh for every candidate."""
+
+    label: str
+    lost: int
+    gained: int = 0
+    documents: int = 800
+
+
+def run_exact_row(row: ExactRow, candidates: int, rng: np.random.Generator) -> dict:
+    """How often --early-stop's release decision differs from the full run's on exact candidates, and how often it
+    passed one the full run blocks (the DISAGREEMENT bound), with the documents scored."""
+    scored = differ = passed_blocked = blocked_full = blocked_early = same_verdicts = 0
+    for _ in range(candidates):
+        task = sim.accuracy_task("reviewer", "probe", row.documents, ("acc",), rng)
+        split = sim.session_split([task])
+        base = task.baseline.values["acc"]
+        values = base.copy()
+        values[rng.choice(np.flatnonzero(base == 1), row.lost, replace=False)] = 0.0
+        values[rng.choice(np.flatnonzero(base == 0), row.gained, replace=False)] = 1.0
+        j = judged(task, replace(task.baseline, values={"acc": values}), sim.tolerance(task, split), None, False)
+        full, early = j.full.verdict is Verdict.REGRESSED, j.early.verdict is Verdict.REGRESSED
+        scored += j.scored
+        differ += full != early
+        passed_blocked += full and not early
+        blocked_full += full
+        blocked_early += early
+        same_verdicts += j.full.verdict is j.early.verdict
+    return {"row": row.label, "candidates": candidates, "documents_scored": scored / (candidates * row.documents),
+            "blocked": blocked_full / candidates, "blocked_early": blocked_early / candidates,
+            "different_release_decision": differ / candidates, "passed_where_full_run_blocks": passed_blocked / candidates,
+            "same_task_verdicts": same_verdicts / candidates}
+
+
+EXACT_ROWS = [
+    ExactRow("800 documents: the baseline's own answers", 0),
+    ExactRow("800 documents: 4 answers lost and 4 gained (1% changed, no net change)", 4, 4),
+    ExactRow("800 documents: 12 lost and 12 gained (3% changed, no net change)", 12, 12),
+    ExactRow("800 documents: 16 lost, none gained (−2 points)", 16),
+    ExactRow("800 documents: 20 lost, none gained (−2.5 points)", 20),
+    ExactRow("800 documents: 24 lost, none gained (−3 points)", 24),
+    ExactRow("800 documents: 40 lost, none gained (−5 points)", 40),
+    ExactRow("800 documents: 80 lost, none gained (−10 points)", 80),
+    ExactRow("800 documents: 12 lost, 4 gained (−1 point, the margin; 2% changed)", 12, 4),
+]
+
+
 def rows(arc: Sequence[sim.Task], bangla: Sequence[sim.Task], bias: Sequence[sim.Task]) -> list[Row]:
     accuracy = list(arc) + list(bangla)
     crows_pairs = [t for t in bias if t.name.startswith("crows_pairs")]
@@ -246,17 +295,30 @@ def main() -> None:
     args = sim.arguments(__doc__.splitlines()[0])
     rng = np.random.default_rng(args.seed)
     arc, bangla, bias = sim.shipped_tasks(rng)
-    every = rows(arc, bangla, bias)
+    suite_rows = rows(arc, bangla, bias)
+    every = suite_rows + EXACT_ROWS
     chosen = [every[int(i) - 1] for i in args.rows] if args.rows else every
     print(f"{args.candidates} candidates per row, seed {args.seed}; early stopping: {early_stop.BLOCKS} blocks of at "
           f"least {early_stop.MIN_BLOCK} documents, disagreement budget {early_stop.DISAGREEMENT}\n")
-    print("| # | row | documents scored | same release decision as the full run | same tasks blocked | same pooled "
-          "entries blocked | same task verdicts | blocked (full run) |")
-    print("|---|---|---|---|---|---|---|---|")
-    percent = ("documents_scored", "same_release_decision", "same_tasks_blocked", "same_pooled_blocked",
-               "same_task_verdicts", "blocked")
-    sim.print_rows(every, chosen, lambda row: run_row(row, args.candidates, rng),
-                   lambda result: [f"{100 * result[key]:.1f}%" for key in percent], args.json_out)
+    if any(row in suite_rows for row in chosen):
+        print("| # | row | documents scored | same release decision as the full run | same tasks blocked | same "
+              "pooled entries blocked | same task verdicts | blocked (full run) |")
+        print("|---|---|---|---|---|---|---|---|")
+        percent = ("documents_scored", "same_release_decision", "same_tasks_blocked", "same_pooled_blocked",
+                   "same_task_verdicts", "blocked")
+        sim.print_rows(every, [row for row in chosen if row in suite_rows],
+                       lambda row: run_row(row, args.candidates, rng),
+                       lambda result: [f"{100 * result[key]:.1f}%" for key in percent], args.json_out)
+    if any(row in EXACT_ROWS for row in chosen):
+        print("\n| # | candidate | documents scored | blocked (full run) | blocked (--early-stop) | release decision "
+              "differs | passed early where the full run blocks | same task verdict |")
+        print("|---|---|---|---|---|---|---|---|")
+        percent = ("documents_scored", "blocked", "blocked_early", "different_release_decision",
+                   "passed_where_full_run_blocks", "same_task_verdicts")
+        sim.print_rows(every, [row for row in chosen if row in EXACT_ROWS],
+                       lambda row: run_exact_row(row, args.candidates, rng),
+                       lambda result: [f"{100 * result[key]:.1f}%" for key in percent], args.json_out)
+
 
 if __name__ == "__main__":
     main()

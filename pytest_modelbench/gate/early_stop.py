@@ -2,48 +2,77 @@
 
 Order and looks. The documents are scored in a random order seeded by the task's key (the same on every machine and
 run), in BLOCKS equal blocks of at least MIN_BLOCK documents; after each block but the last the gate looks at what
-was scored. A task with fewer than 2 × MIN_BLOCK documents is scored in full.
+was scored. A task with fewer than 2 × MIN_BLOCK documents is scored in full. Every bound below is valid at every
+document of that order at once, so looking after each block costs no error control.
 
 What settles a task at a look (`settle`), given the gate's own entries on the documents scored so far:
-  regressed  An entry's always-valid p-value of "not worse than −margin" (below), Holm-adjusted over the task's
-             entries with the gate's weights, is under the task's level. The p-value is valid at whatever look the
-             task stops, so looking after every block costs no error control: a candidate no worse than its margin
-             is blocked with probability at most the task's level, as in the full run.
-  not        No entry can regress in the full run: a confidence interval for the delta the full run will compute
-  regressed  (the documents are a sample without replacement from the task's; at the full run it has no width)
-             lies, with the full run's standard error, above the region where the full run blocks. Its level,
-             DISAGREEMENT shared by the looks, bounds how often such a stop passes a task the full run blocks; it
-             can only miss a regression, never block a candidate, so it does not touch the false-block rate. Each
-             entry reports the full run's verdict where the interval lies in one of its regions (inconclusive,
-             pass, improved), else its verdict on the documents scored (inconclusive where that said regressed);
+  regressed  An entry's always-valid p-value of "not worse than −margin", Holm-adjusted over the task's entries
+             with the gate's weights, is under the task's level, so a candidate no worse than its margin is blocked
+             with probability at most the task's level, as in the full run. For an entry of a 0/1 metric (McNemar's)
+             the p-value comes from a bet (below, "Betting"), exact and without a variance estimate; for any other
+             entry from the normal mixture (below), asymptotic. Either is floored by the entry's fixed-sample
+             p-value, which only makes it more conservative.
+  not        No entry can regress in the full run. Only an entry of a 0/1 metric (a mean over documents with a higher
+  regressed  or lower direction: what `compare` tests with McNemar) can show that before it is scored in full: its
+             per-document paired differences lie in {−1, 0, 1}, and the full run's delta is their mean over the
+             entry's N documents, of which the scored ones are a sample without replacement in scoring order. The
+             full run can block the entry only below −`binary_regression_edge` at the entry's first step of the
+             task's weighted Holm (no entry is rejected unless one is below its first step), whatever the unscored
+             documents' spread; the stop needs a lower confidence bound for that mean (`population_mean_bound`, at
+             DISAGREEMENT, valid at every look at once) above it. A task stops only if every entry excludes its
+             region, so however many entries could block, the chance of passing early a task the full run blocks is
+             at most DISAGREEMENT (the stop needs the bound of each blocking entry to miss, and each misses at most
+             that often). An entry with unscored documents and no known bound per document (continuous values,
+             ideal-point and derived metrics, a metric with its own aggregate) never lets the task stop so: the task
+             is scored on. A block in which no document changed bounds the unscored documents only as far as
+             sampling without replacement does: of 800 documents at α = 0.05, 278 unchanged ones must be scored
+             before no drop the full run blocks (15 or more lost, none gained) can hide in the rest at 1% (210 at
+             the least for any rule valid at 1%: the chance that 210 drawn documents miss all 15 lost ones).
+             Each entry reports the full run's verdict where that is the same at both corners of its bounds (the
+             delta's lower and upper, and the share of changed documents', the last three at DISAGREEMENT / 3 each:
+             `full_run_verdict`), else its verdict on the documents scored (inconclusive where that said regressed);
              with `full_run_verdicts` (--early-stop-verdicts) it stops only where every entry's full-run verdict is
-             known, so the verdicts it reports, not only the release decision, are the full run's.
-             For a mean of 0/1 values the full run can also regress only beyond `binary_regression_edge`.
+             known, so the verdicts it reports, not only the release decision, are the full run's (each bound holds,
+             so all of them, with probability at least 1 − 2 × DISAGREEMENT).
              Under EarlyStop's "task" (xdist workers, shards) a task of a suite with pooled entries keeps its
              documents for them: its pooled metrics' overall entries must also lie above minus the pooled margin
              (half its own), so a task that could add to a drop spread over the suite is scored in full.
+             Such a stop can only pass, never block: it does not touch the false-block rate.
 Otherwise the next block is scored; after the last block the task is judged as without early stopping.
+
+Betting. "Regressed" (an entry of 0/1 values): the bet against "not worse than −margin" stakes λ_i on each document,
+winning λ_i (−margin − d_i); λ_i ∈ [0, BET_CAP / (1 + margin)] is chosen from the documents before it (Kelly's
+fraction: their mean winnings over their mean squared winnings, with one imagined document at 0). Where the task's
+documents are drawn from a population no worse than −margin (the full run's own model) and scored in random order,
+the capital is a nonnegative supermartingale, so p = 1 / its largest value is valid at any look (Ville's
+inequality; Waudby-Smith and Ramdas, "Estimating means of bounded random variables by betting", JRSS-B 2024).
+"Not regressed": for a candidate mean m of the whole population of N values in [low, high], the documents not yet
+drawn before the i-th have mean μ_i(m) = (N m − the sum drawn) / (N − i + 1); the capital Π (1 + λ_i (x_i − μ_i(m)))
+is a nonnegative martingale when m is the population's mean (Waudby-Smith and Ramdas, "Confidence sequences for
+sampling without replacement", 2020), so the m whose capital ever reaches 1/α are excluded, at level α over all
+documents at once. λ_i = min(sqrt(2 log(1/α) / (N σ̂²)), BET_CAP / (μ_i(m) − low)), σ̂² the spread of the values
+before it with one imagined at (high − low)² / 4; the capital falls as m rises, so the bound is found by bisection.
+Neither bet trusts a variance estimate: a wrong one only bets badly.
 
 Pooled entries (EarlyStop's "suite": every task in one process). A task stops on its own verdict. Where that
 leaves a suite's pooled entries (gate/pooled.py) open, the session looks at them on the same first share of every
 task's blocks (`pooled_look_blocks`: look k sees k/BLOCKS of each), scoring on the tasks that stopped before it
 (`EarlyStop.pooling_at`), one more share a look until `settle_pooled` settles them. The share is fixed in advance,
 not each task's own stop: a task stops where its documents look good, so pooling every task at its own stop would
-lean to the better side. `pooled_outlook` then settles an entry as a task's look does, for the pooled delta
-estimated task by task (each task's share a sample without replacement of its own). An entry left unsettled (one of
-its tasks stopped regressed) reports its verdict on the documents seen, regressed only where a task is.
+lean to the better side. `pooled_outlook` then settles an entry as the normal approximation says, for the pooled
+delta estimated task by task (each task's share a sample without replacement of its own): unlike a task's own stop
+it still rests on the scored documents' spread (steadied by a prior), since the pooled statistics carry sums, not
+the documents in scoring order. An entry left unsettled (one of its tasks stopped regressed) reports its verdict on
+the documents seen, regressed only where a task is.
 
-Always-valid p-value. With S_t = −√t (delta + margin) / SE after t documents (the standardised sum of the paired
-differences' excess over −margin, positive on the worse side), the one-sided normal mixture (a half-normal mixing
-distribution of scale ρ over the worse side)
+Normal mixture (entries without a known bound per document). With S_t = −√t (delta + margin) / SE after t
+documents, the one-sided normal mixture (a half-normal mixing distribution of scale ρ over the worse side)
     M_t = 2 (1 + tρ²)^(-1/2) exp(ρ²S_t² / (2(1 + tρ²))) Φ(ρS_t / √(1 + tρ²))
-is a nonnegative martingale at the margin (Robbins' mixture; the asymptotic confidence sequences of Waudby-Smith,
-Arbour, Sinha, Kennedy and Ramdas, 2021), so p = min(1, 1/M_t) is valid at any look (Ville's inequality); ρ² is
-tuned to be tightest at the entry's full document count. It is floored by the entry's fixed-sample p-value
-(McNemar's exact tail for 0/1 outcomes), which only makes it more conservative. Like the full run's normal
-approximation it is asymptotic: an entry settles regressed only from MIN_ENTRY_DOCUMENTS scored documents of its own
-(or all of its category), not regressed from as many or half its category's, whichever is fewer; and at a look each
-entry's standard error is steadied by a prior of PRIOR_DOCUMENTS documents at its metric's overall spread
+is asymptotically a nonnegative martingale at the margin (Robbins' mixture; the asymptotic confidence sequences of
+Waudby-Smith, Arbour, Sinha, Kennedy and Ramdas, 2021), so p = min(1, 1/M_t) is valid at any look; ρ² is tuned to
+be tightest at the entry's full document count. Like the full run's normal approximation it is asymptotic: such an
+entry settles regressed only from MIN_ENTRY_DOCUMENTS scored documents of its own (or all of its category), and its
+standard error is steadied by a prior of PRIOR_DOCUMENTS documents at its metric's overall spread
 (`steadied_standard_errors`), never lowered.
 """
 
