@@ -62,8 +62,10 @@ not each task's own stop: a task stops where its documents look good, so pooling
 lean to the better side. `pooled_outlook` then settles an entry as the normal approximation says, for the pooled
 delta estimated task by task (each task's share a sample without replacement of its own): unlike a task's own stop
 it still rests on the scored documents' spread (steadied by a prior), since the pooled statistics carry sums, not
-the documents in scoring order. An entry left unsettled (one of its tasks stopped regressed) reports its verdict on
-the documents seen, regressed only where a task is.
+the documents in scoring order; each task's variance is floored at the least a blocked pooled drop of 0/1 values
+has (edge − edge², `binary_regression_edge`), so documents that all agree do not settle it. An entry left
+unsettled (one of its tasks stopped regressed) reports its verdict on the documents seen, regressed only where a
+task is.
 
 Normal mixture (entries without a known bound per document). With S_t = −√t (delta + margin) / SE after t
 documents, the one-sided normal mixture (a half-normal mixing distribution of scale ρ over the worse side)
@@ -442,7 +444,9 @@ def pooled_outlook(members: Sequence[PoolingStats], level: float, first_step: fl
 
     The full run's pooled delta is the tasks' full-run deltas weighted by their documents; each is estimated from the
     task's scored documents (a sample without replacement of its own, so stratified by task), its variance steadied
-    by PRIOR_DOCUMENTS documents at the pooled spread. The interval's level, DISAGREEMENT over at most BLOCKS looks,
+    by PRIOR_DOCUMENTS documents at the pooled spread and never below the least a drop the full run blocks has
+    (`binary_regression_edge` at the pooled margin: a look at documents that all agree cannot settle on them alone).
+    The interval's level, DISAGREEMENT over at most BLOCKS looks,
     bounds how often the full run would have blocked an entry settled here. The region the full run blocks is taken
     without McNemar's floor, which only narrows it."""
     scored = np.array([s.n for s in members], dtype=float)
@@ -453,12 +457,16 @@ def pooled_outlook(members: Sequence[PoolingStats], level: float, first_step: fl
     own = np.where(scored > 1, (squares - scored * means ** 2) / np.maximum(scored - 1, 1), 0.0)
     everything = scored.sum()
     spread = max(0.0, (squares.sum() - sums.sum() ** 2 / everything) / max(everything - 1, 1))
-    variances = (scored * np.maximum(own, 0.0) + PRIOR_DOCUMENTS * spread) / (scored + PRIOR_DOCUMENTS)
     weights = totals / totals.sum()
+    margin = POOLED_MARGIN_SHARE * float(weights @ np.array([s.margin for s in members]))
+    # Documents that all agree have no spread; a pooled drop the full run blocks has at least edge − edge² per
+    # document (its differences are 0/1 ones: binary_regression_edge).
+    edge = binary_regression_edge(margin, NormalDist().inv_cdf(1 - first_step), int(totals.sum()))
+    variances = np.maximum((scored * np.maximum(own, 0.0) + PRIOR_DOCUMENTS * spread) / (scored + PRIOR_DOCUMENTS),
+                           edge - edge * edge)
     delta = float(weights @ means)
     unknown = float(np.sum(weights ** 2 * variances / scored * (totals - scored) / np.maximum(totals - 1, 1)))
     full_se = math.sqrt(max(0.0, float(weights @ (variances + means ** 2)) - delta ** 2) / totals.sum())
-    margin = POOLED_MARGIN_SHARE * float(weights @ np.array([s.margin for s in members]))
     half_width = NormalDist().inv_cdf(1 - DISAGREEMENT / BLOCKS) * math.sqrt(unknown)
     return _outlook(delta - half_width, delta + half_width, -margin - NormalDist().inv_cdf(1 - first_step) * full_se,
                     margin, NormalDist().inv_cdf(1 - level) * full_se, on_scored, full_run_verdicts)

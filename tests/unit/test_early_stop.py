@@ -360,3 +360,23 @@ def test_the_betting_test_blocks_a_candidate_at_its_margin_at_most_at_its_level_
     assert blocked <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs)
     worse = rng.choice([-1.0, 0.0], size=200, p=[0.1, 0.9])
     assert early_stop.betting_p_worse(worse, margin) < alpha
+
+
+def test_a_pooled_look_at_documents_that_all_agree_does_not_settle_a_diffuse_drop_the_full_run_blocks():
+    """Three 800-document tasks, each 8 answers worse (1 point, inside its own margin), none of them in its first
+    block of 100: the first pooled look sees 300 unchanged documents (no spread), the full run's pooled entry
+    blocks, and the look leaves the entry open."""
+    rng = np.random.default_rng(41)
+    full, first = {}, {}
+    for name in ("a", "b", "c"):
+        base = (rng.random(800) < 0.5).astype(float)
+        order = early_stop.scoring_order(800, f"suite/{name}")
+        cand = base.copy()
+        cand[rng.choice([i for i in order[100:] if base[i] == 1], 8, replace=False)] = 0
+        full[f"suite/{name}"] = [PoolingStats.of("acc", base, cand, "higher", 0.01)]
+        part = PoolingStats.of("acc", base[order[:100]], cand[order[:100]], "higher", 0.01)
+        first[f"suite/{name}"] = [replace(part, unscored=700)]
+    assert _pooled(full).verdict is Verdict.REGRESSED
+    assert all(s.delta_square_sum == 0 for [s] in first.values())
+    [settled], unsettled = early_stop.settle_pooled([_pooled(first)], first)
+    assert unsettled == ["acc"] and settled.verdict is not Verdict.REGRESSED
