@@ -17,12 +17,15 @@ CrowS-Pairs gaps moved as a fine-tune's), and regressions (clear: every accuracy
 less clear: every accuracy task −3 points or at its margin, CrowS-Pairs 3 margins worse in every entry, or English
 +10 points of stereotype share in two categories), then the pooled entries' rows (none; tasks keeping their own
 documents, as under xdist or --shard; every task at its margin or half of it with 6% of answers changed), then
-rows under --early-stop-verdicts (a task stops only where every verdict it reports is the full run's). StereoSet
+rows under --early-stop-verdicts (a task stops only where every verdict it reports is the full run's); then the
+exact rows (23 on): one 800-document 0/1 task alone in its session, a fresh baseline for every candidate, whose
+candidate loses and gains given numbers of answers (the reviewer's 16, 20 and 24 lost; clear passes and
+regressions), with how often --early-stop passed a candidate the full run blocks. StereoSet
 is left to the real checkpoints (docs/benchmarks.md): its aggregates' bootstrap at every look makes 400 simulated
 candidates take hours.
 
-Time at 400 candidates on an idle core: the eleven accuracy rows about 12 minutes, each CrowS-Pairs row about
-5 minutes.
+Time at 400 candidates on an idle core (under the rule before 2026-12-06): the eleven accuracy rows about 12
+minutes, each CrowS-Pairs row about 5 minutes. The exact rows at 1,000 candidates: 1 to 2 minutes each at load 10.
 """
 
 from __future__ import annotations
