@@ -230,7 +230,8 @@ def run_exact_row(row: ExactRow, candidates: int, rng: np.random.Generator) -> d
         same_verdicts += j.full.verdict is j.early.verdict
     return {"row": row.label, "candidates": candidates, "documents_scored": scored / (candidates * row.documents),
             "blocked": blocked_full / candidates, "blocked_early": blocked_early / candidates,
-            "different_release_decision": differ / candidates, "passed_where_full_run_blocks": passed_blocked / candidates,
+            "different_release_decision": differ / candidates,
+            "passed_where_full_run_blocks": passed_blocked / candidates,
             "same_task_verdicts": same_verdicts / candidates}
 
 
