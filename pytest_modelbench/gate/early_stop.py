@@ -32,8 +32,8 @@ What settles a task at a look (`settle`), given the gate's own entries on the do
              delta's lower and upper, and the share of changed documents', the last three at DISAGREEMENT / 3 each:
              `full_run_verdict`), else its verdict on the documents scored (inconclusive where that said regressed);
              with `full_run_verdicts` (--early-stop-verdicts) it stops only where every entry's full-run verdict is
-             known, so the verdicts it reports, not only the release decision, are the full run's (each bound holds,
-             so all of them, with probability at least 1 − 2 × DISAGREEMENT).
+             known, so the verdicts it reports, not only the release decision, are the full run's (an entry's only
+             where one of its four bounds misses: at most 2 × DISAGREEMENT for each entry).
              Under EarlyStop's "task" (xdist workers, shards) a task of a suite with pooled entries keeps its
              documents for them: its pooled metrics' overall entries must also lie above minus the pooled margin
              (half its own), so a task that could add to a drop spread over the suite is scored in full.
