@@ -10,8 +10,8 @@ stopped early, on the same first share of every task, until `settle_pooled` sett
 not depend on which others are scored with it, so replaying the looks on the candidate's full values is what the run
 would do. Printed per row: the share of the rows' documents scored; how often the release decision (blocked or not)
 was the full run's; how often the same task items were blocked; how often the same suites' pooled entries were; the
-share of tasks whose verdict (pass, inconclusive, improved, regressed) was the full run's; and the share of candidates
-the full run blocked. Rows: clear passes (the baseline's own answers; a candidate that changes 3% of its 0/1 answers,
+share of tasks whose verdict (pass, inconclusive, improved, regressed) was the full run's; the share of candidates
+the full run blocked; and the share in which a task the full run blocks was passed early. Rows: clear passes (the baseline's own answers; a candidate that changes 3% of its 0/1 answers,
 nothing worse; CrowS-Pairs gaps moved a fifth as much as a fine-tune's), equal quality (15% of answers changed;
 CrowS-Pairs gaps moved as a fine-tune's), and regressions (clear: every accuracy task −10 points, or one ARC task;
 less clear: every accuracy task −3 points or at its margin, CrowS-Pairs 3 margins worse in every entry, or English
@@ -167,7 +167,7 @@ def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
     suites = {t.name: t.suite for t in row.tasks}
     total = sum(len(t.baseline.doc_keys) for t in row.tasks)
     shifts: dict = {}
-    scored = same_release = same_tasks = same_pooled = same_verdicts = blocked = 0
+    scored = same_release = same_tasks = same_pooled = same_verdicts = blocked = passed_blocked = 0
     saved_noise = sim.GAP_NOISE_BASE, sim.GAP_NOISE_SLOPE
     if row.quiet_gaps:
         sim.GAP_NOISE_BASE, sim.GAP_NOISE_SLOPE = (QUIET_GAPS * x for x in saved_noise)
@@ -187,6 +187,7 @@ def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
             early_blocks = blocks_of(early, suites, split, row.full_run_verdicts)
             same_release += full_blocks.release == early_blocks.release
             same_tasks += full_blocks.tasks == early_blocks.tasks
+            passed_blocked += bool(full_blocks.tasks - early_blocks.tasks)
             same_pooled += full_blocks.pooled == early_blocks.pooled
             same_verdicts += sum(full[name].verdict is early[name].verdict for name in full) / len(full)
             blocked += full_blocks.release
@@ -195,7 +196,8 @@ def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
     return {"row": row.label, "tasks": len(row.tasks), "candidates": candidates,
             "documents_scored": scored / (candidates * total), "same_release_decision": same_release / candidates,
             "same_tasks_blocked": same_tasks / candidates, "same_pooled_blocked": same_pooled / candidates,
-            "same_task_verdicts": same_verdicts / candidates, "blocked": blocked / candidates}
+            "same_task_verdicts": same_verdicts / candidates, "blocked": blocked / candidates,
+            "task_passed_where_full_run_blocks": passed_blocked / candidates}
 
 
 @dataclass(frozen=True)
@@ -306,10 +308,11 @@ def main() -> None:
           f"least {early_stop.MIN_BLOCK} documents, disagreement budget {early_stop.DISAGREEMENT}\n")
     if any(row in suite_rows for row in chosen):
         print("| # | row | documents scored | same release decision as the full run | same tasks blocked | same "
-              "pooled entries blocked | same task verdicts | blocked (full run) |")
-        print("|---|---|---|---|---|---|---|---|")
+              "pooled entries blocked | same task verdicts | blocked (full run) | a task the full run blocks passed "
+              "early |")
+        print("|---|---|---|---|---|---|---|---|---|")
         percent = ("documents_scored", "same_release_decision", "same_tasks_blocked", "same_pooled_blocked",
-                   "same_task_verdicts", "blocked")
+                   "same_task_verdicts", "blocked", "task_passed_where_full_run_blocks")
         sim.print_rows(every, [row for row in chosen if row in suite_rows],
                        lambda row: run_row(row, args.candidates, rng),
                        lambda result: [f"{100 * result[key]:.1f}%" for key in percent], args.json_out)
