@@ -10,19 +10,22 @@ stopped early, on the same first share of every task, until `settle_pooled` sett
 not depend on which others are scored with it, so replaying the looks on the candidate's full values is what the run
 would do. Printed per row: the share of the rows' documents scored; how often the release decision (blocked or not)
 was the full run's; how often the same task items were blocked; how often the same suites' pooled entries were; the
-share of tasks whose verdict (pass, inconclusive, improved, regressed) was the full run's; and the share of candidates
-the full run blocked. Rows: clear passes (the baseline's own answers; a candidate that changes 3% of its 0/1 answers,
+share of tasks whose verdict (pass, inconclusive, improved, regressed) was the full run's; the share of candidates
+the full run blocked; and the share in which a task the full run blocks was passed early. Rows: clear passes (the baseline's own answers; a candidate that changes 3% of its 0/1 answers,
 nothing worse; CrowS-Pairs gaps moved a fifth as much as a fine-tune's), equal quality (15% of answers changed;
 CrowS-Pairs gaps moved as a fine-tune's), and regressions (clear: every accuracy task −10 points, or one ARC task;
 less clear: every accuracy task −3 points or at its margin, CrowS-Pairs 3 margins worse in every entry, or English
 +10 points of stereotype share in two categories), then the pooled entries' rows (none; tasks keeping their own
 documents, as under xdist or --shard; every task at its margin or half of it with 6% of answers changed), then
-rows under --early-stop-verdicts (a task stops only where every verdict it reports is the full run's). StereoSet
+rows under --early-stop-verdicts (a task stops only where every verdict it reports is the full run's); then the
+exact rows (23 on): one 800-document 0/1 task alone in its session, a fresh baseline for every candidate, whose
+candidate loses and gains given numbers of answers (the reviewer's 16, 20 and 24 lost; clear passes and
+regressions), with how often --early-stop passed a candidate the full run blocks. StereoSet
 is left to the real checkpoints (docs/benchmarks.md): its aggregates' bootstrap at every look makes 400 simulated
 candidates take hours.
 
-Time at 400 candidates on an idle core: the eleven accuracy rows about 12 minutes, each CrowS-Pairs row about
-5 minutes.
+Time at 400 candidates on an idle core (under the rule before 2026-12-06): the eleven accuracy rows about 12
+minutes, each CrowS-Pairs row about 5 minutes. The exact rows at 1,000 candidates: 1 to 2 minutes each at load 10.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ def judged(task: sim.Task, candidate, tolerance, pooled: str | None, full_run_ve
     scored = np.array([], dtype=int)
     for block in blocks[:-1]:
         scored = np.concatenate([scored, block])
-        settlement = early_stop.look(task.baseline, scored_part(task, candidate, scored), len(blocks) - 1,
+        settlement = early_stop.look(task.baseline, scored_part(task, candidate, scored), task.key,
                                      pooled == "task", documents_of(task, scored),
                                      full_run_verdicts=full_run_verdicts)
         if settlement is not None:
@@ -164,7 +167,7 @@ def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
     suites = {t.name: t.suite for t in row.tasks}
     total = sum(len(t.baseline.doc_keys) for t in row.tasks)
     shifts: dict = {}
-    scored = same_release = same_tasks = same_pooled = same_verdicts = blocked = 0
+    scored = same_release = same_tasks = same_pooled = same_verdicts = blocked = passed_blocked = 0
     saved_noise = sim.GAP_NOISE_BASE, sim.GAP_NOISE_SLOPE
     if row.quiet_gaps:
         sim.GAP_NOISE_BASE, sim.GAP_NOISE_SLOPE = (QUIET_GAPS * x for x in saved_noise)
@@ -184,6 +187,7 @@ def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
             early_blocks = blocks_of(early, suites, split, row.full_run_verdicts)
             same_release += full_blocks.release == early_blocks.release
             same_tasks += full_blocks.tasks == early_blocks.tasks
+            passed_blocked += bool(full_blocks.tasks - early_blocks.tasks)
             same_pooled += full_blocks.pooled == early_blocks.pooled
             same_verdicts += sum(full[name].verdict is early[name].verdict for name in full) / len(full)
             blocked += full_blocks.release
@@ -192,7 +196,58 @@ def run_row(row: Row, candidates: int, rng: np.random.Generator) -> dict:
     return {"row": row.label, "tasks": len(row.tasks), "candidates": candidates,
             "documents_scored": scored / (candidates * total), "same_release_decision": same_release / candidates,
             "same_tasks_blocked": same_tasks / candidates, "same_pooled_blocked": same_pooled / candidates,
-            "same_task_verdicts": same_verdicts / candidates, "blocked": blocked / candidates}
+            "same_task_verdicts": same_verdicts / candidates, "blocked": blocked / candidates,
+            "task_passed_where_full_run_blocks": passed_blocked / candidates}
+
+
+@dataclass(frozen=True)
+class ExactRow:
+    """One 800-document 0/1 task (accuracy ACCURACY, alone in its session: alpha 0.05) whose candidate loses `lost`
+    of the baseline's right answers and gains `gained` wrong ones, drawn afresh for every candidate."""
+
+    label: str
+    lost: int
+    gained: int = 0
+    documents: int = 800
+
+
+def run_exact_row(row: ExactRow, candidates: int, rng: np.random.Generator) -> dict:
+    """How often --early-stop's release decision differs from the full run's on exact candidates, and how often it
+    passed one the full run blocks (the DISAGREEMENT bound), with the documents scored."""
+    scored = differ = passed_blocked = blocked_full = blocked_early = same_verdicts = 0
+    for _ in range(candidates):
+        task = sim.accuracy_task("reviewer", "probe", row.documents, ("acc",), rng)
+        split = sim.session_split([task])
+        base = task.baseline.values["acc"]
+        values = base.copy()
+        values[rng.choice(np.flatnonzero(base == 1), row.lost, replace=False)] = 0.0
+        values[rng.choice(np.flatnonzero(base == 0), row.gained, replace=False)] = 1.0
+        j = judged(task, replace(task.baseline, values={"acc": values}), sim.tolerance(task, split), None, False)
+        full, early = j.full.verdict is Verdict.REGRESSED, j.early.verdict is Verdict.REGRESSED
+        scored += j.scored
+        differ += full != early
+        passed_blocked += full and not early
+        blocked_full += full
+        blocked_early += early
+        same_verdicts += j.full.verdict is j.early.verdict
+    return {"row": row.label, "candidates": candidates, "documents_scored": scored / (candidates * row.documents),
+            "blocked": blocked_full / candidates, "blocked_early": blocked_early / candidates,
+            "different_release_decision": differ / candidates,
+            "passed_where_full_run_blocks": passed_blocked / candidates,
+            "same_task_verdicts": same_verdicts / candidates}
+
+
+EXACT_ROWS = [
+    ExactRow("800 documents: the baseline's own answers", 0),
+    ExactRow("800 documents: 4 answers lost and 4 gained (1% changed, no net change)", 4, 4),
+    ExactRow("800 documents: 12 lost and 12 gained (3% changed, no net change)", 12, 12),
+    ExactRow("800 documents: 16 lost, none gained (−2 points)", 16),
+    ExactRow("800 documents: 20 lost, none gained (−2.5 points)", 20),
+    ExactRow("800 documents: 24 lost, none gained (−3 points)", 24),
+    ExactRow("800 documents: 40 lost, none gained (−5 points)", 40),
+    ExactRow("800 documents: 80 lost, none gained (−10 points)", 80),
+    ExactRow("800 documents: 12 lost, 4 gained (−1 point, the margin; 2% changed)", 12, 4),
+]
 
 
 def rows(arc: Sequence[sim.Task], bangla: Sequence[sim.Task], bias: Sequence[sim.Task]) -> list[Row]:
@@ -246,17 +301,31 @@ def main() -> None:
     args = sim.arguments(__doc__.splitlines()[0])
     rng = np.random.default_rng(args.seed)
     arc, bangla, bias = sim.shipped_tasks(rng)
-    every = rows(arc, bangla, bias)
+    suite_rows = rows(arc, bangla, bias)
+    every = suite_rows + EXACT_ROWS
     chosen = [every[int(i) - 1] for i in args.rows] if args.rows else every
     print(f"{args.candidates} candidates per row, seed {args.seed}; early stopping: {early_stop.BLOCKS} blocks of at "
           f"least {early_stop.MIN_BLOCK} documents, disagreement budget {early_stop.DISAGREEMENT}\n")
-    print("| # | row | documents scored | same release decision as the full run | same tasks blocked | same pooled "
-          "entries blocked | same task verdicts | blocked (full run) |")
-    print("|---|---|---|---|---|---|---|---|")
-    percent = ("documents_scored", "same_release_decision", "same_tasks_blocked", "same_pooled_blocked",
-               "same_task_verdicts", "blocked")
-    sim.print_rows(every, chosen, lambda row: run_row(row, args.candidates, rng),
-                   lambda result: [f"{100 * result[key]:.1f}%" for key in percent], args.json_out)
+    if any(row in suite_rows for row in chosen):
+        print("| # | row | documents scored | same release decision as the full run | same tasks blocked | same "
+              "pooled entries blocked | same task verdicts | blocked (full run) | a task the full run blocks passed "
+              "early |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        percent = ("documents_scored", "same_release_decision", "same_tasks_blocked", "same_pooled_blocked",
+                   "same_task_verdicts", "blocked", "task_passed_where_full_run_blocks")
+        sim.print_rows(every, [row for row in chosen if row in suite_rows],
+                       lambda row: run_row(row, args.candidates, rng),
+                       lambda result: [f"{100 * result[key]:.1f}%" for key in percent], args.json_out)
+    if any(row in EXACT_ROWS for row in chosen):
+        print("\n| # | candidate | documents scored | blocked (full run) | blocked (--early-stop) | release decision "
+              "differs | passed early where the full run blocks | same task verdict |")
+        print("|---|---|---|---|---|---|---|---|")
+        percent = ("documents_scored", "blocked", "blocked_early", "different_release_decision",
+                   "passed_where_full_run_blocks", "same_task_verdicts")
+        sim.print_rows(every, [row for row in chosen if row in EXACT_ROWS],
+                       lambda row: run_exact_row(row, args.candidates, rng),
+                       lambda result: [f"{100 * result[key]:.1f}%" for key in percent], args.json_out)
+
 
 if __name__ == "__main__":
     main()

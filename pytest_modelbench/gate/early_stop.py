@@ -2,48 +2,79 @@
 
 Order and looks. The documents are scored in a random order seeded by the task's key (the same on every machine and
 run), in BLOCKS equal blocks of at least MIN_BLOCK documents; after each block but the last the gate looks at what
-was scored. A task with fewer than 2 × MIN_BLOCK documents is scored in full.
+was scored. A task with fewer than 2 × MIN_BLOCK documents is scored in full. Every bound below is valid at every
+document of that order at once, so looking after each block costs no error control.
 
 What settles a task at a look (`settle`), given the gate's own entries on the documents scored so far:
-  regressed  An entry's always-valid p-value of "not worse than −margin" (below), Holm-adjusted over the task's
-             entries with the gate's weights, is under the task's level. The p-value is valid at whatever look the
-             task stops, so looking after every block costs no error control: a candidate no worse than its margin
-             is blocked with probability at most the task's level, as in the full run.
-  not        No entry can regress in the full run: a confidence interval for the delta the full run will compute
-  regressed  (the documents are a sample without replacement from the task's; at the full run it has no width)
-             lies, with the full run's standard error, above the region where the full run blocks. Its level,
-             DISAGREEMENT shared by the looks, bounds how often such a stop passes a task the full run blocks; it
-             can only miss a regression, never block a candidate, so it does not touch the false-block rate. Each
-             entry reports the full run's verdict where the interval lies in one of its regions (inconclusive,
-             pass, improved), else its verdict on the documents scored (inconclusive where that said regressed);
+  regressed  An entry's always-valid p-value of "not worse than −margin", Holm-adjusted over the task's entries
+             with the gate's weights, is under the task's level, so a candidate no worse than its margin is blocked
+             with probability at most the task's level, as in the full run. For an entry of a 0/1 metric (McNemar's)
+             the p-value comes from a bet (below, "Betting"), exact and without a variance estimate; for any other
+             entry from the normal mixture (below), asymptotic. Either is floored by the entry's fixed-sample
+             p-value, which only makes it more conservative.
+  not        No entry can regress in the full run. Only an entry of a 0/1 metric (a mean over documents with a higher
+  regressed  or lower direction: what `compare` tests with McNemar) can show that before it is scored in full: its
+             per-document paired differences lie in {−1, 0, 1}, and the full run's delta is their mean over the
+             entry's N documents, of which the scored ones are a sample without replacement in scoring order. The
+             full run can block the entry only below −`binary_regression_edge` at the entry's first step of the
+             task's weighted Holm (no entry is rejected unless one is below its first step), whatever the unscored
+             documents' spread; the stop needs a lower confidence bound for that mean (`population_mean_bound`, at
+             DISAGREEMENT, valid at every look at once) above it. A task stops only if every entry excludes its
+             region, so however many entries could block, the chance of passing early a task the full run blocks is
+             at most DISAGREEMENT (the stop needs the bound of each blocking entry to miss, and each misses at most
+             that often). An entry with unscored documents and no known bound per document (continuous values,
+             ideal-point and derived metrics, a metric with its own aggregate) never lets the task stop so: the task
+             is scored on. A block in which no document changed bounds the unscored documents only as far as
+             sampling without replacement does: of 800 documents at α = 0.05, 278 unchanged ones must be scored
+             before no drop the full run blocks (15 or more lost, none gained) can hide in the rest at 1% (210 at
+             the least for any rule valid at 1%: the chance that 210 drawn documents miss all 15 lost ones).
+             Each entry reports the full run's verdict where that is the same at both corners of its bounds (the
+             delta's lower and upper, and the share of changed documents', the last three at DISAGREEMENT / 3 each:
+             `full_run_verdict`), else its verdict on the documents scored (inconclusive where that said regressed);
              with `full_run_verdicts` (--early-stop-verdicts) it stops only where every entry's full-run verdict is
-             known, so the verdicts it reports, not only the release decision, are the full run's.
-             For a mean of 0/1 values the full run can also regress only beyond `binary_regression_edge`.
+             known, so the verdicts it reports, not only the release decision, are the full run's (an entry's only
+             where one of its four bounds misses: at most 2 × DISAGREEMENT for each entry).
              Under EarlyStop's "task" (xdist workers, shards) a task of a suite with pooled entries keeps its
              documents for them: its pooled metrics' overall entries must also lie above minus the pooled margin
              (half its own), so a task that could add to a drop spread over the suite is scored in full.
+             Such a stop can only pass, never block: it does not touch the false-block rate.
 Otherwise the next block is scored; after the last block the task is judged as without early stopping.
+
+Betting. "Regressed" (an entry of 0/1 values): the bet against "not worse than −margin" stakes λ_i on each document,
+winning λ_i (−margin − d_i); λ_i ∈ [0, BET_CAP / (1 + margin)] is chosen from the documents before it (Kelly's
+fraction: their mean winnings over their mean squared winnings, with one imagined document at 0). Where the task's
+documents are drawn from a population no worse than −margin (the full run's own model) and scored in random order,
+the capital is a nonnegative supermartingale, so p = 1 / its largest value is valid at any look (Ville's
+inequality; Waudby-Smith and Ramdas, "Estimating means of bounded random variables by betting", JRSS-B 2024).
+"Not regressed": for a candidate mean m of the whole population of N values in [low, high], the documents not yet
+drawn before the i-th have mean μ_i(m) = (N m − the sum drawn) / (N − i + 1); the capital Π (1 + λ_i (x_i − μ_i(m)))
+is a nonnegative martingale when m is the population's mean (Waudby-Smith and Ramdas, "Confidence sequences for
+sampling without replacement", 2020), so the m whose capital ever reaches 1/α are excluded, at level α over all
+documents at once. λ_i = min(sqrt(2 log(1/α) / (N σ̂²)), BET_CAP / (μ_i(m) − low)), σ̂² the spread of the values
+before it with one imagined at (high − low)² / 4; the capital falls as m rises, so the bound is found by bisection.
+Neither bet trusts a variance estimate: a wrong one only bets badly.
 
 Pooled entries (EarlyStop's "suite": every task in one process). A task stops on its own verdict. Where that
 leaves a suite's pooled entries (gate/pooled.py) open, the session looks at them on the same first share of every
 task's blocks (`pooled_look_blocks`: look k sees k/BLOCKS of each), scoring on the tasks that stopped before it
 (`EarlyStop.pooling_at`), one more share a look until `settle_pooled` settles them. The share is fixed in advance,
 not each task's own stop: a task stops where its documents look good, so pooling every task at its own stop would
-lean to the better side. `pooled_outlook` then settles an entry as a task's look does, for the pooled delta
-estimated task by task (each task's share a sample without replacement of its own). An entry left unsettled (one of
-its tasks stopped regressed) reports its verdict on the documents seen, regressed only where a task is.
+lean to the better side. `pooled_outlook` then settles an entry as the normal approximation says, for the pooled
+delta estimated task by task (each task's share a sample without replacement of its own): unlike a task's own stop
+it still rests on the scored documents' spread (steadied by a prior), since the pooled statistics carry sums, not
+the documents in scoring order; each task's variance is floored at the least a blocked pooled drop of 0/1 values
+has (edge − edge², `binary_regression_edge`), so documents that all agree do not settle it. An entry left
+unsettled (one of its tasks stopped regressed) reports its verdict on the documents seen, regressed only where a
+task is.
 
-Always-valid p-value. With S_t = −√t (delta + margin) / SE after t documents (the standardised sum of the paired
-differences' excess over −margin, positive on the worse side), the one-sided normal mixture (a half-normal mixing
-distribution of scale ρ over the worse side)
+Normal mixture (entries without a known bound per document). With S_t = −√t (delta + margin) / SE after t
+documents, the one-sided normal mixture (a half-normal mixing distribution of scale ρ over the worse side)
     M_t = 2 (1 + tρ²)^(-1/2) exp(ρ²S_t² / (2(1 + tρ²))) Φ(ρS_t / √(1 + tρ²))
-is a nonnegative martingale at the margin (Robbins' mixture; the asymptotic confidence sequences of Waudby-Smith,
-Arbour, Sinha, Kennedy and Ramdas, 2021), so p = min(1, 1/M_t) is valid at any look (Ville's inequality); ρ² is
-tuned to be tightest at the entry's full document count. It is floored by the entry's fixed-sample p-value
-(McNemar's exact tail for 0/1 outcomes), which only makes it more conservative. Like the full run's normal
-approximation it is asymptotic: an entry settles regressed only from MIN_ENTRY_DOCUMENTS scored documents of its own
-(or all of its category), not regressed from as many or half its category's, whichever is fewer; and at a look each
-entry's standard error is steadied by a prior of PRIOR_DOCUMENTS documents at its metric's overall spread
+is asymptotically a nonnegative martingale at the margin (Robbins' mixture; the asymptotic confidence sequences of
+Waudby-Smith, Arbour, Sinha, Kennedy and Ramdas, 2021), so p = min(1, 1/M_t) is valid at any look; ρ² is tuned to
+be tightest at the entry's full document count. Like the full run's normal approximation it is asymptotic: such an
+entry settles regressed only from MIN_ENTRY_DOCUMENTS scored documents of its own (or all of its category), and its
+standard error is steadied by a prior of PRIOR_DOCUMENTS documents at its metric's overall spread
 (`steadied_standard_errors`), never lowered.
 """
 
@@ -62,15 +93,17 @@ import numpy as np
 from pytest_modelbench.gate.baseline import BaselineRecord, rebaseline_problem
 from pytest_modelbench.gate import pooled as pooled_module
 from pytest_modelbench.gate.pooled import PooledEntry, PoolingStats
-from pytest_modelbench.gate.compare import Entry, TaskComparison, compare, holm_weights
-from pytest_modelbench.gate.noise_floor import binary_metrics
-from pytest_modelbench.gate.statistics import Verdict, holm_adjust, least_churn_regression
+from pytest_modelbench.gate.compare import Entry, TaskComparison, compare, entry_groups, holm_weights
+from pytest_modelbench.gate.statistics import (Verdict, holm_adjust, judge, least_churn_regression,
+                                               mcnemar_one_sided_pvalue, upper_quantile, worse_than_margin_pvalue)
 
 BLOCKS = 8
 MIN_BLOCK = 100
 MIN_ENTRY_DOCUMENTS = 10
 PRIOR_DOCUMENTS = 10  # of the metric's overall per-document spread in each entry's standard error at a look
-DISAGREEMENT = 0.01  # how often a "not regressed" stop may differ from the full run's verdict, over all looks
+DISAGREEMENT = 0.01  # how often a "not regressed" stop may pass a task the full run blocks, over all looks
+BET_CAP = 0.8  # of the largest bet a document can lose in full: a bet never stakes everything
+BOUND_PRECISION = 1e-6  # of the confidence bounds, in units of the mean paired difference
 POOLED_MARGIN_SHARE = pooled_module.MARGIN_SHARE
 
 
@@ -95,7 +128,8 @@ def mixture_rho2(planned: int, alpha: float) -> float:
 
 
 def anytime_p_worse(delta: float, standard_error: float, margin: float, n: int, planned: int, alpha: float) -> float:
-    """Always-valid one-sided p-value of "not worse than −margin" after `n` documents (module docstring)."""
+    """Always-valid one-sided p-value of "not worse than −margin" after `n` documents, for an entry without a known
+    bound per document (module docstring: the normal mixture)."""
     if standard_error == 0:
         return 0.0 if delta < -margin else 1.0
     evidence = -(delta + margin) / standard_error * math.sqrt(n)  # S_t: the standardised sum of the worse side
@@ -106,6 +140,91 @@ def anytime_p_worse(delta: float, standard_error: float, margin: float, n: int, 
     log_m = (math.log(2) - 0.5 * math.log(spread) + rho2 * evidence * evidence / (2 * spread)
              + math.log(NormalDist().cdf(math.sqrt(rho2) * evidence / math.sqrt(spread))))
     return min(1.0, math.exp(-log_m))
+
+
+def betting_p_worse(differences: np.ndarray, margin: float) -> float:
+    """Always-valid p-value of "the documents' mean paired difference is not worse than −margin", for differences in
+    [−1, 1] in scoring order (module docstring, "Betting"): 1 / the most the bet against it ever held."""
+    worse = -margin - differences  # what a bet that the candidate is worse than −margin wins per unit, per document
+    if worse.size == 0:
+        return 1.0
+    seen = np.arange(worse.size, dtype=float) + 1  # the documents before each, and one imagined at 0 with spread 1
+    gain = np.concatenate([[0.0], np.cumsum(worse)[:-1]]) / seen
+    spread = (1 + np.concatenate([[0.0], np.cumsum(worse * worse)[:-1]])) / seen
+    bets = np.clip(gain / spread, 0.0, BET_CAP / (1 + margin))
+    most = float(np.max(np.cumsum(np.log1p(bets * worse))))
+    return min(1.0, math.exp(-most)) if most > 0 else 1.0
+
+
+def population_mean_bound(values: np.ndarray, total: int, level: float, low: float, high: float,
+                          upper: bool = False) -> float:
+    """A lower (or `upper`) bound, valid at every document at once with probability 1 − `level`, for the mean of all
+    `total` values of a population in [`low`, `high`] of which `values` are the first drawn without replacement
+    (module docstring, "Betting"). Without a document it is the range's end."""
+    if upper:
+        return -population_mean_bound(-values, total, level, -high, -low)
+    drawn = values.size
+    if drawn == 0:
+        return low
+    before = np.concatenate([[0.0], np.cumsum(values)[:-1]])
+    counts = np.arange(drawn, dtype=float)
+    mean_before = before / np.maximum(counts, 1)
+    squares_before = np.concatenate([[0.0], np.cumsum(values * values)[:-1]])
+    spread = (((high - low) / 2) ** 2 + np.maximum(squares_before - counts * mean_before ** 2, 0.0)) / (counts + 1)
+    planned_bets = np.sqrt(2 * math.log(1 / level) / (max(total, 1) * spread))
+    left = total - counts  # documents not yet drawn, each document's own included
+    threshold = math.log(1 / level)
+
+    def rejected(mean: float) -> bool:
+        rest = (total * mean - before) / left  # the undrawn documents' mean, were the population's `mean`
+        if np.any(rest < low):
+            return True
+        bets = np.minimum(planned_bets, BET_CAP / np.maximum(rest - low, 1e-12))
+        return float(np.max(np.cumsum(np.log1p(bets * (values - rest))))) >= threshold
+
+    below, above = (values.sum() + low * (total - drawn)) / total, (values.sum() + high * (total - drawn)) / total
+    while above - below > BOUND_PRECISION:
+        middle = (below + above) / 2
+        below, above = (middle, above) if rejected(middle) else (below, middle)
+    return below
+
+
+@dataclass(frozen=True)
+class Differences:
+    """An entry of a 0/1 metric on the documents scored so far: their oriented paired differences (each −1, 0 or 1)
+    in scoring order; the entry's documents in the whole task; the full run's margin (at the whole category's
+    baseline value)."""
+
+    values: np.ndarray
+    total: int
+    margin: float
+
+
+def bounded_differences(baseline: BaselineRecord, candidate: BaselineRecord, task_key: str,
+                        aggregates: Mapping[str, Any] | None = None) -> dict[tuple[str, str | None], Differences]:
+    """Each entry's `Differences` for the 0/1 metrics with a higher or lower direction whose entry is a mean over
+    documents (what `compare` tests with McNemar): the only entries whose per-document values have a known range.
+    `candidate`: its record of the documents scored so far (each one of the baseline's), in any order."""
+    position = {key: i for i, key in enumerate(baseline.doc_keys)}
+    rank = np.empty(len(position), dtype=int)
+    rank[scoring_order(len(position), task_key)] = np.arange(len(position))
+    rows = np.array([position[key] for key in candidate.doc_keys], dtype=int)
+    in_order = np.argsort(rank[rows], kind="stable")
+    scored = rows[in_order]
+    evidence = {}
+    for metric in candidate.metrics:
+        if not metric.binary or metric.aggregate or metric.name in (aggregates or ()) \
+                or metric.direction not in ("higher", "lower"):
+            continue
+        base = np.asarray(baseline.values[metric.name], dtype=float)
+        sign = 1.0 if metric.direction == "higher" else -1.0
+        differences = sign * (np.asarray(candidate.values[metric.name], dtype=float)[in_order] - base[scored])
+        for category, members in entry_groups(baseline):
+            members = members & ~np.isnan(base)
+            own = members[scored] & ~np.isnan(differences)
+            margin = candidate.tolerance.margin(metric.name).at(float(base[members].mean())) if members.any() else 0.0
+            evidence[(metric.name, category)] = Differences(differences[own], int(members.sum()), margin)
+    return evidence
 
 
 @dataclass(frozen=True)
@@ -149,28 +268,24 @@ def restricted(baseline: BaselineRecord, keys: Sequence[str]) -> BaselineRecord:
     )
 
 
-def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: int,
-           pooled: bool = False, binary: frozenset[str] = frozenset(),
+def settle(comparison: TaskComparison, totals: Mapping[str | None, int],
+           evidence: Mapping[tuple[str, str | None], Differences], pooled: bool = False,
            full_run_verdicts: bool = False) -> Settlement | None:
     """The task's settlement at a look, or None to score on. `comparison`: the gate's on the documents scored so far;
-    `totals`: each entry category's documents in the whole task; `looks`: the looks before the last block;
-    `pooled`: the task's suite has pooled entries, whose documents it must keep unless it cannot add to a drop
-    they could see; `binary`: the metrics whose entries are means of 0/1 values per document;
-    `full_run_verdicts`: settle not regressed only where every entry's full-run verdict is known."""
+    `totals`: each entry category's documents in the whole task; `evidence`: the entries of 0/1 metrics
+    (`bounded_differences`); `pooled`: the task's suite has pooled entries, whose documents it must keep unless it
+    cannot add to a drop they could see; `full_run_verdicts`: settle not regressed only where every entry's full-run
+    verdict is known."""
     entries = comparison.entries
     if not entries:
         return None
     alpha = comparison.tolerance.task_alpha
     weights = holm_weights([(e.metric, e.category) for e in entries])
     total = totals[None]
-    ready = [e.n >= MIN_ENTRY_DOCUMENTS or e.n >= totals.get(e.category, 0) for e in entries]
     errors = steadied_standard_errors(entries)
-    anytime = [
-        max(e.raw_p_value, anytime_p_worse(e.delta, se, e.margin, e.n, totals.get(e.category, e.n),
-                                           alpha * w / sum(weights)))
-        if ok and e.test != "none" else 1.0
-        for e, se, ok, w in zip(entries, errors, ready, weights)
-    ]
+    anytime = [_anytime_p(e, se, evidence.get((e.metric, e.category)), totals.get(e.category, e.n),
+                          alpha * w / sum(weights))
+               for e, se, w in zip(entries, errors, weights)]
     adjusted = holm_adjust(anytime, weights)
     if any(p < alpha for p in adjusted):
         settled = [
@@ -181,25 +296,37 @@ def settle(comparison: TaskComparison, totals: Mapping[str | None, int], looks: 
         return Settlement(dataclasses.replace(comparison, entries=tuple(settled)), comparison.n_documents, total)
     pooling = {p.metric for p in comparison.pooling} if pooled else set()
     settled = []
-    for entry, se, weight in zip(entries, errors, weights):
-        entry_total = totals.get(entry.category, entry.n)
+    for entry, weight in zip(entries, weights):
         floor = -POOLED_MARGIN_SHARE * entry.margin if entry.category is None and entry.metric in pooling else None
         # Holm rejects nothing unless some entry's p-value is below its first-step level: no entry can regress
         # while none can reach it.
         first_step = alpha * weight / sum(weights)
-        outlook = (_full_run_outlook(entry, se, entry_total, alpha, first_step, looks, floor, entry.metric in binary,
-                                     full_run_verdicts)
-                   if entry.n >= min(MIN_ENTRY_DOCUMENTS, math.ceil(entry_total / 2)) else None)
+        outlook = _full_run_outlook(entry, evidence.get((entry.metric, entry.category)),
+                                    totals.get(entry.category, entry.n), alpha, first_step, floor, full_run_verdicts)
         if outlook is None:
             return None
         settled.append(dataclasses.replace(entry, verdict=outlook))
     return Settlement(dataclasses.replace(comparison, entries=tuple(settled)), comparison.n_documents, total)
 
 
+def _anytime_p(entry: Entry, se: float, differences: Differences | None, total: int, level: float) -> float:
+    """The entry's always-valid p-value of "not worse than −margin", never below its fixed-sample one: by betting on
+    its `differences` where its values are 0/1 (exact), else by the normal mixture (asymptotic: only from
+    MIN_ENTRY_DOCUMENTS documents, or all of its category)."""
+    if entry.test == "none":
+        return 1.0
+    if entry.test == "mcnemar" and differences is not None:
+        return max(entry.raw_p_value, betting_p_worse(differences.values, entry.margin))
+    if entry.n < MIN_ENTRY_DOCUMENTS and entry.n < total:
+        return 1.0
+    return max(entry.raw_p_value, anytime_p_worse(entry.delta, se, entry.margin, entry.n, total, level))
+
+
 def steadied_standard_errors(entries: Sequence[Entry]) -> list[float]:
-    """Each entry's standard error for the looks: never below what a prior of PRIOR_DOCUMENTS documents at its
-    metric's overall per-document spread gives it. A few scored documents of a small category may all agree (standard
-    error 0) while the category's unscored ones do not; the prior keeps such an entry from settling on them alone."""
+    """Each entry's standard error for the normal mixture: never below what a prior of PRIOR_DOCUMENTS documents at
+    its metric's overall per-document spread gives it. A few scored documents of a small category may all agree
+    (standard error 0) while the category's unscored ones do not; the prior keeps such an entry from blocking on
+    them alone."""
     spread = {e.metric: e.standard_error * math.sqrt(e.n) for e in entries if e.category is None}
     errors = []
     for e in entries:
@@ -210,40 +337,58 @@ def steadied_standard_errors(entries: Sequence[Entry]) -> list[float]:
     return errors
 
 
-def _full_run_outlook(entry: Entry, se: float, total: int, alpha: float, first_step: float, looks: int,
-                      floor: float | None, binary: bool = False, full_run_verdicts: bool = False) -> Verdict | None:
+def _full_run_outlook(entry: Entry, differences: Differences | None, total: int, alpha: float, first_step: float,
+                      floor: float | None, full_run_verdicts: bool = False) -> Verdict | None:
     """None when the full run might still find this entry regressed (or, with a `floor`, its full-run delta below
     it; with `full_run_verdicts`, when its full-run verdict is not known); else the verdict to report for it: the
     full run's when the documents scored so far settle it, else the verdict on them (never regressed).
 
-    The full run's delta lies above delta − z × SE × sqrt((N − t) / (N − 1)) (sampling without replacement, t of N
-    documents scored; z one-sided at DISAGREEMENT over the looks), and its standard error is about SE × sqrt(t / N).
-    It can regress only below −margin − z₁·SE, z₁ at the entry's `first_step` level of the task's Holm (no entry is
-    rejected unless one is at that step), and for a `binary` entry (a mean of 0/1 values) only below
-    −`binary_regression_edge` too. Its verdict regions otherwise (statistics.judge, at `alpha`): up to
-    −margin + z_α·SE inconclusive, up to margin + z_α·SE pass, above improved; the interval's upper end is taken
-    at the same z."""
+    An entry scored in full has its full-run verdict. Otherwise only an entry of 0/1 values (`differences`) can
+    settle: the full run's delta is the mean of the task's `total` differences, each in [−1, 1], of which the scored
+    ones are a sample without replacement in scoring order, and `population_mean_bound` bounds it at every look at
+    once. The full run can regress the entry only below −`binary_regression_edge` at its `first_step` level, whatever
+    the unscored documents' spread; the lower bound, at DISAGREEMENT, must lie above that (and above the `floor`).
+    Its verdict otherwise is known where it is the same at both corners of the bounds on its delta and on its share
+    of changed documents (`full_run_verdict`)."""
     if entry.n >= total:
         return None if entry.verdict is Verdict.REGRESSED else entry.verdict
-    if entry.test == "none":
+    if entry.test != "mcnemar" or differences is None:
         return None
-    t = entry.n
-    half_width = NormalDist().inv_cdf(1 - DISAGREEMENT / max(looks, 1)) * se * math.sqrt((total - t) / (total - 1))
-    low, high = entry.delta - half_width, entry.delta + half_width
-    full_se = se * math.sqrt(t / total)
-    z_first = NormalDist().inv_cdf(1 - first_step)
-    may_regress = -entry.margin - z_first * full_se
-    if binary:
-        may_regress = min(may_regress, -binary_regression_edge(entry.margin, z_first, total))
-    if floor is not None:
-        may_regress = max(may_regress, floor)
-    return _outlook(low, high, may_regress, entry.margin, NormalDist().inv_cdf(1 - alpha) * full_se, entry.verdict,
-                    full_run_verdicts)
+    scored = differences.values
+    low = population_mean_bound(scored, total, DISAGREEMENT, -1.0, 1.0)
+    may_regress = -binary_regression_edge(differences.margin, upper_quantile(first_step), total)
+    if low < max(may_regress, floor if floor is not None else may_regress):
+        return None
+    share = DISAGREEMENT / 3  # of each of the other three bounds, which only the verdict's label rests on
+    high = population_mean_bound(scored, total, share, -1.0, 1.0, upper=True)
+    changed = np.abs(scored)
+    changed_low = population_mean_bound(changed, total, share, 0.0, 1.0)
+    changed_high = population_mean_bound(changed, total, share, 0.0, 1.0, upper=True)
+    worst = full_run_verdict(low, max(changed_high, abs(low)), total, differences.margin, alpha)
+    best = full_run_verdict(high, max(changed_low, abs(high)), total, differences.margin, alpha)
+    if worst is best:
+        return worst
+    if full_run_verdicts:
+        return None
+    return Verdict.INCONCLUSIVE if entry.verdict is Verdict.REGRESSED else entry.verdict
+
+
+def full_run_verdict(delta: float, changed: float, total: int, margin: float, alpha: float) -> Verdict:
+    """The verdict `compare` and `statistics.judge` give a mean of `total` 0/1 values per document that does not
+    regress, with paired differences of mean `delta` of which a share `changed` is not 0: pass, inconclusive or
+    improved. It only gets better as delta grows or the share falls (a smaller standard error, McNemar's tail of
+    more gains among fewer changes), so over a box of the two its extremes are at two corners."""
+    standard_error = math.sqrt(max(changed - delta * delta, 0.0) / max(total - 1, 1))
+    gained, lost = round(total * (changed + delta) / 2), round(total * (changed - delta) / 2)
+    p_better = max(worse_than_margin_pvalue(-delta, standard_error, margin),
+                   mcnemar_one_sided_pvalue(max(gained, 0), max(lost, 0)))
+    return judge(delta, p_worse=1.0, p_better=p_better, standard_error=standard_error, margin=margin, alpha=alpha,
+                 mde=0.0).verdict
 
 
 def _outlook(low: float, high: float, may_regress: float, margin: float, z_se: float,
              on_scored: Verdict, full_run_verdicts: bool = False) -> Verdict | None:
-    """The verdict of an entry whose full-run delta lies in [`low`, `high`]: None where that reaches below
+    """The verdict of a pooled entry whose full-run delta lies in [`low`, `high`]: None where that reaches below
     `may_regress`; else the full run's verdict where the interval lies in one of its regions (statistics.judge:
     up to −margin + `z_se` inconclusive, up to margin + `z_se` pass, above improved), else (None with
     `full_run_verdicts`) `on_scored`, the verdict on the documents scored, never regressed."""
@@ -265,14 +410,15 @@ def binary_regression_edge(margin: float, z: float, total: int) -> float:
     return least_churn_regression(margin, z, total)
 
 
-def look(baseline: BaselineRecord, candidate: BaselineRecord, looks: int, pooled: bool = False,
+def look(baseline: BaselineRecord, candidate: BaselineRecord, task_key: str, pooled: bool = False,
          documents: Sequence[Any] | None = None, aggregates: Mapping[str, Any] | None = None,
          full_run_verdicts: bool = False) -> Settlement | None:
     """One look: the candidate's record of the documents scored so far (each of them one of the baseline's, the
-    run comparable with it) compared with the baseline on those documents, at the candidate's tolerance, and
-    settled (`settle`). `documents` and `aggregates`: what `compare` needs for metrics with their own aggregate."""
-    return settle(compared_so_far(baseline, candidate, documents, aggregates), entry_totals(baseline), looks, pooled,
-                  means_of_0_1(baseline, aggregates), full_run_verdicts)
+    run comparable with it, scored in `task_key`'s order) compared with the baseline on those documents, at the
+    candidate's tolerance, and settled (`settle`). `documents` and `aggregates`: what `compare` needs for metrics
+    with their own aggregate."""
+    return settle(compared_so_far(baseline, candidate, documents, aggregates), entry_totals(baseline),
+                  bounded_differences(baseline, candidate, task_key, aggregates), pooled, full_run_verdicts)
 
 
 def compared_so_far(baseline: BaselineRecord, candidate: BaselineRecord, documents: Sequence[Any] | None = None,
@@ -296,7 +442,9 @@ def pooled_outlook(members: Sequence[PoolingStats], level: float, first_step: fl
 
     The full run's pooled delta is the tasks' full-run deltas weighted by their documents; each is estimated from the
     task's scored documents (a sample without replacement of its own, so stratified by task), its variance steadied
-    by PRIOR_DOCUMENTS documents at the pooled spread. The interval's level, DISAGREEMENT over at most BLOCKS looks,
+    by PRIOR_DOCUMENTS documents at the pooled spread and never below the least a drop the full run blocks has
+    (`binary_regression_edge` at the pooled margin: a look at documents that all agree cannot settle on them alone).
+    The interval's level, DISAGREEMENT over at most BLOCKS looks,
     bounds how often the full run would have blocked an entry settled here. The region the full run blocks is taken
     without McNemar's floor, which only narrows it."""
     scored = np.array([s.n for s in members], dtype=float)
@@ -307,15 +455,19 @@ def pooled_outlook(members: Sequence[PoolingStats], level: float, first_step: fl
     own = np.where(scored > 1, (squares - scored * means ** 2) / np.maximum(scored - 1, 1), 0.0)
     everything = scored.sum()
     spread = max(0.0, (squares.sum() - sums.sum() ** 2 / everything) / max(everything - 1, 1))
-    variances = (scored * np.maximum(own, 0.0) + PRIOR_DOCUMENTS * spread) / (scored + PRIOR_DOCUMENTS)
     weights = totals / totals.sum()
+    margin = POOLED_MARGIN_SHARE * float(weights @ np.array([s.margin for s in members]))
+    # Documents that all agree have no spread; a pooled drop the full run blocks has at least edge − edge² per
+    # document (its differences are 0/1 ones: binary_regression_edge).
+    edge = binary_regression_edge(margin, upper_quantile(first_step), int(totals.sum()))
+    variances = np.maximum((scored * np.maximum(own, 0.0) + PRIOR_DOCUMENTS * spread) / (scored + PRIOR_DOCUMENTS),
+                           edge - edge * edge)
     delta = float(weights @ means)
     unknown = float(np.sum(weights ** 2 * variances / scored * (totals - scored) / np.maximum(totals - 1, 1)))
     full_se = math.sqrt(max(0.0, float(weights @ (variances + means ** 2)) - delta ** 2) / totals.sum())
-    margin = POOLED_MARGIN_SHARE * float(weights @ np.array([s.margin for s in members]))
-    half_width = NormalDist().inv_cdf(1 - DISAGREEMENT / BLOCKS) * math.sqrt(unknown)
-    return _outlook(delta - half_width, delta + half_width, -margin - NormalDist().inv_cdf(1 - first_step) * full_se,
-                    margin, NormalDist().inv_cdf(1 - level) * full_se, on_scored, full_run_verdicts)
+    half_width = upper_quantile(DISAGREEMENT / BLOCKS) * math.sqrt(unknown)
+    return _outlook(delta - half_width, delta + half_width, -margin - upper_quantile(first_step) * full_se,
+                    margin, upper_quantile(level) * full_se, on_scored, full_run_verdicts)
 
 
 def pooled_look_blocks(look: int, block_count: int) -> int:
@@ -421,15 +573,13 @@ class EarlyStop:
             return False
         comparison = self._compared(evaluation, candidate)
         self._pooling[self._blocks_done] = comparison.pooling
-        self.settlement = settle(comparison, entry_totals(self.baseline), self._looks, self.pooled == "task",
-                                 means_of_0_1(self.baseline, evaluation.scores.aggregates()), self.full_run_verdicts)
+        self.settlement = settle(comparison, entry_totals(self.baseline),
+                                 bounded_differences(self.baseline, candidate, self.task_key,
+                                                     evaluation.scores.aggregates()),
+                                 self.pooled == "task", self.full_run_verdicts)
         return self.settlement is not None
 
     def _compared(self, evaluation: Any, candidate: BaselineRecord) -> TaskComparison:
         return compared_so_far(self.baseline, candidate, evaluation.prepared.documents,
                                evaluation.scores.aggregates())
 
-
-def means_of_0_1(baseline: BaselineRecord, aggregates: Mapping[str, Any] | None = None) -> frozenset[str]:
-    """The 0/1 metrics whose entries are means over the documents, not their own aggregate (`settle`'s `binary`)."""
-    return frozenset(binary_metrics(baseline)).difference(aggregates or ())
