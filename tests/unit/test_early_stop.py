@@ -374,8 +374,10 @@ def test_a_pooled_look_at_documents_that_all_agree_does_not_settle_a_diffuse_dro
         order = early_stop.scoring_order(800, f"suite/{name}")
         cand = base.copy()
         cand[rng.choice([i for i in order[100:] if base[i] == 1], 8, replace=False)] = 0
-        full[f"suite/{name}"] = [PoolingStats.of("acc", base, cand, "higher", 0.01)]
-        part = PoolingStats.of("acc", base[order[:100]], cand[order[:100]], "higher", 0.01)
+        keys = [f"{name}-{i:04d}" for i in range(800)]
+        full[f"suite/{name}"] = [PoolingStats.of("acc", base, cand, "higher", 0.01, keys)]
+        part = PoolingStats.of("acc", base[order[:100]], cand[order[:100]], "higher", 0.01,
+                               [keys[i] for i in order[:100]])
         first[f"suite/{name}"] = [replace(part, unscored=700)]
     assert _pooled(full).verdict is Verdict.REGRESSED
     assert all(s.delta_square_sum == 0 for [s] in first.values())
