@@ -364,7 +364,7 @@ def _full_run_outlook(entry: Entry, differences: Differences | None, total: int,
     changed = np.abs(scored)
     changed_low = population_mean_bound(changed, total, share, 0.0, 1.0)
     changed_high = population_mean_bound(changed, total, share, 0.0, 1.0, upper=True)
-    worst = full_run_verdict(low, max(changed_high, abs(low)), total, differences.margin, alpha)
+    worst = full_run_verdict(low, max(changed_high, abs(low)), total, differences.margin, alpha, first_step)
     best = full_run_verdict(high, max(changed_low, abs(high)), total, differences.margin, alpha)
     if worst is best:
         return worst
@@ -373,15 +373,20 @@ def _full_run_outlook(entry: Entry, differences: Differences | None, total: int,
     return Verdict.INCONCLUSIVE if entry.verdict is Verdict.REGRESSED else entry.verdict
 
 
-def full_run_verdict(delta: float, changed: float, total: int, margin: float, alpha: float) -> Verdict:
+def full_run_verdict(delta: float, changed: float, total: int, margin: float, alpha: float,
+                     improved_level: float | None = None) -> Verdict:
     """The verdict `compare` and `statistics.judge` give a mean of `total` 0/1 values per document that does not
     regress, with paired differences of mean `delta` of which a share `changed` is not 0: pass, inconclusive or
     improved. It only gets better as delta grows or the share falls (a smaller standard error, McNemar's tail of
-    more gains among fewer changes), so over a box of the two its extremes are at two corners."""
+    more gains among fewer changes), so over a box of the two its extremes are at two corners. `improved_level`:
+    the level p_better must be under for improved (default alpha). The full run Holm-adjusts p_better over the
+    task's entries, so an entry is surely improved only below its first Holm step and possibly improved below alpha."""
     standard_error = math.sqrt(max(changed - delta * delta, 0.0) / max(total - 1, 1))
     gained, lost = round(total * (changed + delta) / 2), round(total * (changed - delta) / 2)
     p_better = max(worse_than_margin_pvalue(-delta, standard_error, margin),
                    mcnemar_one_sided_pvalue(max(gained, 0), max(lost, 0)))
+    if p_better >= (alpha if improved_level is None else improved_level):
+        p_better = 1.0
     return judge(delta, p_worse=1.0, p_better=p_better, standard_error=standard_error, margin=margin, alpha=alpha,
                  mde=0.0).verdict
 

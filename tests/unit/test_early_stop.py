@@ -383,3 +383,12 @@ def test_a_pooled_look_at_documents_that_all_agree_does_not_settle_a_diffuse_dro
     assert all(s.delta_square_sum == 0 for [s] in first.values())
     [settled], unsettled = early_stop.settle_pooled([_pooled(first)], first)
     assert unsettled == ["acc"] and settled.verdict is not Verdict.REGRESSED
+
+
+def test_an_improvement_is_settled_only_where_holm_makes_it_one_in_the_full_run():
+    """The full run Holm-adjusts "improved" over a task's entries: 5 of 800 gained and none lost (McNemar 2^-5 =
+    0.031) is improved for an entry alone at alpha 0.05, and not for one of ten (first Holm step 0.005), so the two
+    corners of an outlook disagree there and --early-stop-verdicts scores on."""
+    gained = 5 / 800
+    assert early_stop.full_run_verdict(gained, gained, 800, 0.0, 0.05) is Verdict.IMPROVED
+    assert early_stop.full_run_verdict(gained, gained, 800, 0.0, 0.05, improved_level=0.005) is Verdict.PASS
