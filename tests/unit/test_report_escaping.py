@@ -9,6 +9,7 @@ import numpy as np
 
 from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
 from pytest_modelbench.gate.compare import compare
+from pytest_modelbench.gate.decision import SessionOutcome
 from pytest_modelbench.gate.report import GateResult, markdown
 from tests.fixtures.gate_records import make_record
 
@@ -25,7 +26,8 @@ def test_categories_with_markup_reach_the_md_report_as_text():
     records = [make_record({"acc": v}, categories, metrics=[ACC], task="t") for v in (base, cand)]
     result = GateResult.from_comparison(compare(*records, Tolerance()), task="quiz/<b>t</b>", baseline="b.json",
                                         baseline_name="default")
-    text = markdown([result], "default", unused=["baselines/default/quiz/[x](y).json"])
+    text = markdown([result], "default", SessionOutcome(("1 task(s) failed: quiz/<b>t</b>",)),
+                    unused=["baselines/default/quiz/[x](y).json"])
     assert "<img" not in text and "<b>" not in text and "&lt;img" in text
     assert "](" not in text.replace("\\](", "")  # no link survives unescaped
     assert "\n# heading" not in text
