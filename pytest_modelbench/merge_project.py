@@ -86,8 +86,9 @@ def project_gate(pytest_args: Sequence[str]) -> ProjectGate:
     args = ["--collect-only", "-q", "-s", "-p", "no:cacheprovider", *pytest_args]
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         status = pytest.main(args, plugins=[collector])
-    if collector.policy_failure is not None:
-        raise ProjectError(f"this checkout's gate policy is not the one at --baseline-ref: {collector.policy_failure}")
+    if collector.policy_failure is not None:  # one line, as every refusal: the changes joined
+        changes = "; ".join(line.strip() for line in collector.policy_failure.splitlines() if line.strip())
+        raise ProjectError(f"this checkout's gate policy is not the one at --baseline-ref: {changes}")
     if collector.gate is None or status not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         lines = [line for line in output.getvalue().splitlines() if line.strip()]
         last = lines[-1].strip("= ") if lines else "no output"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 
 import pytest
 
@@ -185,3 +186,18 @@ def test_groups_merge_as_one_process(pytester, tiny_model, bad_model, probe_docs
     assert main(["merge", *map(str, records), f"--results-json={merged}"]) == 1
     assert merged.read_text() == one_process.read_text()
     assert json.loads(merged.read_text())["gate"][f"{SUITE}/probe_all"]["status"] == "regressed"
+
+
+def test_a_merge_in_a_checkout_whose_policy_is_not_the_refs_is_refused(project, tiny_model, capsys):
+    """Shards judged against --baseline-ref merge only in a checkout whose gate policy is the ref's: a margin widened
+    in the merging checkout is named, not applied."""
+    for args in (("init", "-q"), ("add", "-A"), ("commit", "-q", "-m", "baselines and their gate policy")):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=project.path, check=True,
+                       capture_output=True)
+    records = shards(project, "ref", f"--model={tiny_model}", "--baseline-ref=HEAD")
+    assert main(["merge", *map(str, records), "--", "--baseline-ref=HEAD"]) == 0
+    task = project.path / "suites" / SUITE / f"{TASKS[0]}.yaml"
+    task.write_text(task.read_text() + "  gate:\n    metrics:\n      acc:\n        absolute_margin: 1.0\n")
+    message = refused(capsys, *records, "--", "--baseline-ref=HEAD")
+    assert "this checkout's gate policy is not the one at --baseline-ref: " in message
+    assert f"{SUITE}/{TASKS[0]}: margin acc 0.01 → 1" in message
