@@ -17,6 +17,8 @@ import json
 import os
 from typing import Any, Mapping
 
+from pytest_modelbench.gate.baseline_file import canonical_json
+
 KEY_ENV = "MODELBENCH_RECORD_KEY"
 DIGEST_PREFIX = "sha256:"
 SIGNATURE_PREFIX = "hmac-sha256:"
@@ -35,15 +37,9 @@ def record_key() -> bytes | None:
     return value.encode("utf-8") if value else None
 
 
-def _canonical(document: Mapping[str, Any]) -> bytes:
-    content = {key: value for key, value in document.items() if key not in SEAL_FIELDS}
-    return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
-
-
 def sealed(document: Mapping[str, Any], key: bytes | None) -> dict[str, Any]:
     """`document` with its digest, and its signature when a key is given."""
-    content = _canonical(document)
+    content = canonical_json(document, without=SEAL_FIELDS)
     seal = {"digest": DIGEST_PREFIX + hashlib.sha256(content).hexdigest()}
     if key is not None:
         seal["signature"] = SIGNATURE_PREFIX + hmac.new(key, content, hashlib.sha256).hexdigest()
@@ -55,7 +51,7 @@ def check_seal(document: Mapping[str, Any], key: bytes | None) -> None:
     digest, signature = document.get("digest"), document.get("signature")
     if not isinstance(digest, str) or not digest.startswith(DIGEST_PREFIX):
         raise SealProblem("it has no digest (key 'digest'); write it again by re-running its shard")
-    content = _canonical(document)
+    content = canonical_json(document, without=SEAL_FIELDS)
     if not hmac.compare_digest(digest, DIGEST_PREFIX + hashlib.sha256(content).hexdigest()):
         raise SealProblem("its content does not match its digest: it was edited or damaged after its shard wrote "
                           "it; re-run the shard")

@@ -47,7 +47,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -168,9 +168,14 @@ def _noise_floor_json(floor: NoiseFloor) -> dict[str, Any]:
 
 
 def checksum(document: Mapping[str, Any]) -> str:
-    body = {k: v for k, v in document.items() if k != "checksum"}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_json(document, without=("checksum",))).hexdigest()
+
+
+def canonical_json(document: Mapping[str, Any], *, without: Sequence[str]) -> bytes:
+    """The document's fields but `without` as canonical JSON (sorted keys, no spaces, UTF-8): the bytes a checksum,
+    digest or signature covers, whatever the file's layout."""
+    body = {k: v for k, v in document.items() if k not in without}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def _render(value: Any, level: int = 0) -> str:
