@@ -512,3 +512,12 @@ def read_text(path: Path) -> str | None:
         return None
     except OSError as exc:
         raise BaselineError(f"{path}: cannot read baseline ({exc.strerror or exc})") from None
+
+
+def stored_provenance(stored_text: str | None) -> dict[str, Any] | None:
+    """The stored baseline's provenance as written, for reports; None when there is none to read."""
+    try:
+        provenance = json.loads(stored_text or "null")["provenance"]
+    except Exception:
+        return None
+    return provenance if isinstance(provenance, dict) else None

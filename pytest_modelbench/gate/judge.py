@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
-import json
 import platform
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -40,7 +39,7 @@ from pytest_modelbench.gate.baseline import (
     rebaseline_problem,
     record_from_evaluation,
 )
-from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem
+from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem, stored_provenance
 from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import TaskComparison, compare
 from pytest_modelbench.gate.early_stop import EarlyStop, restricted
@@ -284,7 +283,7 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
     common: dict[str, Any] = {"task": identity.key, "baseline": shown, "baseline_name": policy.baseline_name}
     candidate_text = dumps(candidate)
     stored_text, common["working_tree_differs"] = store.read(path)
-    common["baseline_provenance"] = _stored_provenance(stored_text)
+    common["baseline_provenance"] = stored_provenance(stored_text)
     common["candidate_provenance"] = dataclasses.asdict(candidate.provenance)
     common["baseline_ref"] = None if policy.baseline_ref is None else policy.baseline_ref.ref
     if stopped is not None:
@@ -355,12 +354,3 @@ def _decide(candidate: BaselineRecord, outcome: GateOutcome | None, written: boo
 def _first_clause(problem: str | None) -> str:
     text = str(problem or "")
     return text.split(". ")[0].split("; restore")[0]
-
-
-def _stored_provenance(stored_text: str | None) -> dict[str, Any] | None:
-    """The stored baseline's provenance as written, for reports; None when there is none to read."""
-    try:
-        provenance = json.loads(stored_text or "null")["provenance"]
-    except Exception:
-        return None
-    return provenance if isinstance(provenance, dict) else None

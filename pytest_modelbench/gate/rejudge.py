@@ -21,7 +21,7 @@ import json
 from typing import Any, Sequence
 
 from pytest_modelbench.gate.baseline import Tolerance, document_hash, document_keys, rebaseline_problem
-from pytest_modelbench.gate.baseline_file import parse_or_problem
+from pytest_modelbench.gate.baseline_file import parse_or_problem, stored_provenance
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.noise_floor import below_noise, binary_metrics
 from pytest_modelbench.gate.report import GateResult
@@ -91,7 +91,7 @@ def rejudge(recorded: GateResult, candidate_text: str, stored_text: str | None, 
         raise EvidenceProblem(f"{exc}: gate this task in one process") from None
     result = GateResult.from_comparison(
         comparison, task=recorded.task, baseline=baseline_display, baseline_name=baseline_name,
-        nodeid=recorded.nodeid, failed=bool(comparison.regressed), baseline_provenance=_provenance(stored_text),
+        nodeid=recorded.nodeid, failed=bool(comparison.regressed), baseline_provenance=stored_provenance(stored_text),
         candidate_provenance=dataclasses.asdict(candidate.provenance), baseline_ref=baseline_ref,
         working_tree_differs=working_tree_differs, changed_documents=recorded.changed_documents,
     )
@@ -111,8 +111,3 @@ def _difference(recorded: Tolerance, own: Tolerance) -> str:
         if recorded.margin(metric) != own.margin(metric):
             return f"margin of {metric} {recorded.margin(metric)}, here {own.margin(metric)}"
     return "margins"
-
-
-def _provenance(stored_text: str) -> dict[str, Any] | None:
-    provenance = json.loads(stored_text).get("provenance")
-    return provenance if isinstance(provenance, dict) else None
