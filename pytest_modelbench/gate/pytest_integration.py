@@ -329,7 +329,7 @@ class GateSession:
 
     @staticmethod
     def _rescore(item: pytest.Item, evaluation: Any, runner: Any):
-        """--noise-floor: the item scored again by the runner's second backend (runner.py, noise_runner), and how."""
+        """--noise-floor: the item scored again by the runner's second backend (run/runner.py, noise_runner), and how."""
         def rescore() -> tuple[Any, str]:
             noise = runner.noise_runner()
             output_type = evaluation.prepared.config.output_type

@@ -4,7 +4,7 @@ Two paths:
 - plain (`fast=False`, the default of this class): lm-eval's own procedure, one row per request, sorted longest
   first, right-padded with id 0, full logits. The reference: on the same machine, batch size and thread count its numbers
   are lm-eval's, bit for bit.
-- fast (`fast=True`, what pytest runs use unless `--plain-scoring`, runner.py): shared token prefixes computed
+- fast (`fast=True`, what pytest runs use unless `--plain-scoring`, run/runner.py): shared token prefixes computed
   once, the vocabulary projection only at scored positions (scoring/prefix_sharing.py). The same log-likelihoods up to float rounding: a different
   order of the same sums, so differences of the size lm-eval shows between batch sizes, amplified on some models (on
   SmolLM2-135M float32: typically < 1e-5, up to 3e-4 on a few short CrowS-Pairs sentences). Requests that would be
@@ -104,7 +104,7 @@ class CausalLMScorer(TaskFront):
 
     `fast=False` (default) is the reference path (lm-eval's procedure); `fast=True` shares token prefixes (see the
     module docstring). `batch_size` and `generation_batch_size` (an integer or 'auto', sized from free memory) come
-    decided (runner.py, batch_size_for); 1 is lm-eval's. `cache` (a ScoreCache) with `fingerprint` (the model's,
+    decided (run/runner.py, batch_size_for); 1 is lm-eval's. `cache` (a ScoreCache) with `fingerprint` (the model's,
     LoadedModel.fingerprint) reuses scores from earlier runs; `progress` (a line sink) reports long scoring.
     A backend (the seam: scoring/backend.py; the front, scoring/front.py, keys the cache and reports progress for
     the requests it sends); `name` is what --model called the model.

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_modelbench.document_rules import DocumentRules
+from pytest_modelbench.tasks.document_rules import DocumentRules
 from pytest_modelbench.errors import TaskCodeError, TaskConfigError
 from pytest_modelbench.metrics.filters import NO_FILTER, FilterPipeline, filter_pipelines
 from pytest_modelbench.tasks.generation_settings import GenerationSettings, generation_settings
@@ -30,7 +30,7 @@ _SAMPLERS = {"default", "first_n"}
 _MARGIN_KEYS = {"absolute_margin", "relative_margin"}
 _GATE_KEYS = _MARGIN_KEYS | {"alpha", "weight", "metrics", "cluster"}
 _MODELBENCH_KEYS = {"category_field", "gate", "limit"}
-# Bias-suite keys of the `modelbench:` block (document_rules.py; masked_protocol: scoring/masked.py).
+# Bias-suite keys of the `modelbench:` block (tasks/document_rules.py; masked_protocol: scoring/masked.py).
 _MODELBENCH_KEYS |= {"categories", "required_fields", "exclude", "masked_protocol"}
 _MASKED_PROTOCOLS = ("pll", "pll_shared")
 # Keys that do not change what is scored, so editing them does not invalidate a baseline.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelbench.evaluation import TaskEvaluation, evaluate_task
+from pytest_modelbench.run.evaluation import TaskEvaluation, evaluate_task
 from pytest_modelbench.metrics.aggregate import score_task
 from pytest_modelbench.metrics.group_scores import score_group
 from pytest_modelbench.metrics.registry import resolve_metrics

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.metrics.aggregate import DocumentItems, document_column
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.scoring.causal import CausalLMScorer

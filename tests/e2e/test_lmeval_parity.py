@@ -17,7 +17,7 @@ import dataclasses
 
 import pytest
 
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.scoring.causal import CausalLMScorer, CausalTokenizer, EncodedRequest
 from tests.fixtures.bangla_data import write_bangla_fixtures
 from tests.fixtures.lmeval_references import (

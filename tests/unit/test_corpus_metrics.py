@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pytest_modelbench.errors import BaselineError, MetricError, TaskConfigError
-from pytest_modelbench.evaluation import TaskEvaluation
+from pytest_modelbench.run.evaluation import TaskEvaluation
 from pytest_modelbench.gate.baseline import Tolerance, record_from_evaluation
 from pytest_modelbench.gate.baseline_file import checksum, dumps, parse
 from pytest_modelbench.gate.changed_documents import most_changed

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from pytest_modelbench.errors import DocumentError, MetricError, ModelLoadError, TaskConfigError
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.metrics.loglikelihood import aggregate_perplexity
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.report import RESULTS_SCHEMA, results_document, task_results

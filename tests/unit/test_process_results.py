@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pytest_modelbench.errors import DocumentError, MetricError, TaskConfigError
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.gate.baseline import Tolerance, record_from_evaluation
 from pytest_modelbench.gate.baseline_file import dumps
 from pytest_modelbench.gate.statistics import Verdict

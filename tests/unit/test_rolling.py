@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pytest_modelbench.errors import TaskConfigError
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.scoring.causal import CausalLMScorer, EncodedRequest
 from pytest_modelbench.scoring.rolling import rolling_windows
 from pytest_modelbench.tasks.config import load_task_config
