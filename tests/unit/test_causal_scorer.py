@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_modelbench.scoring.causal import CausalLMScorer, CausalTokenizer
+from pytest_modelbench.scoring.causal import CausalLMScorer
+from pytest_modelbench.scoring.tokenization import CausalTokenizer
 
 REQUESTS = [
     ("Question: Which gas?\nAnswer:", " Oxygen"),

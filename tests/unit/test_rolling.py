@@ -12,8 +12,9 @@ import torch
 
 from pytest_modelbench.errors import TaskConfigError
 from pytest_modelbench.run.evaluation import evaluate_task
-from pytest_modelbench.scoring.causal import CausalLMScorer, EncodedRequest
+from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.scoring.rolling import rolling_windows
+from pytest_modelbench.scoring.tokenization import EncodedRequest
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.task import prepare_task
 
