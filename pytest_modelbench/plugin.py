@@ -11,7 +11,7 @@ from pytest_modelbench import cli_options, fixtures, inspection, recording
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.metrics.group_scores import gated_members
-from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.refusals import format_refusals
 from pytest_modelbench.report import format_table, json_text, results_document, run_config
 from pytest_modelbench.results_gathering import GatheredResults

@@ -9,11 +9,11 @@ from typing import Any, Sequence
 
 from pytest_modelbench.errors import BackendError, DocumentError, RequestError, TaskConfigError
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
-from pytest_modelbench.metrics.filters import filtered_answers
 from pytest_modelbench.metrics.process_results import document_values
-from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.numeric import is_number
 from pytest_modelbench.scoring.backend import Backend
+from pytest_modelbench.tasks.filters import filtered_answers
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
 
