@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -12,8 +11,9 @@ from typing import Any, Callable
 from pytest_modelbench.errors import TaskConfigError
 from pytest_modelbench.tasks.document_rules import DocumentRules
 from pytest_modelbench.tasks.filters import NO_FILTER, FilterPipeline, filter_pipelines
+from pytest_modelbench.tasks.gate_block import GateTolerance, check_metric_margins, checked_gate_block
 from pytest_modelbench.tasks.generation_settings import GenerationSettings, generation_settings
-from pytest_modelbench.tasks.metric_list import MetricSpec, derived_metric_names, metric_specs
+from pytest_modelbench.tasks.metric_list import MetricSpec, metric_specs
 from pytest_modelbench.tasks.task_code import resolve_function
 from pytest_modelbench.tasks.templates import template_problem
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, read_yaml_file
@@ -28,8 +28,6 @@ _FEWSHOT_CONFIG_KEYS = {
     "fewshot_delimiter", "gen_prefix",
 }
 _SAMPLERS = {"default", "first_n"}
-_MARGIN_KEYS = {"absolute_margin", "relative_margin"}
-_GATE_KEYS = _MARGIN_KEYS | {"alpha", "weight", "metrics", "cluster"}
 _MODELBENCH_KEYS = {"category_field", "gate", "limit"}
 # Bias-suite keys of the `modelbench:` block (tasks/document_rules.py; masked_protocol: scoring/masked.py).
 _MODELBENCH_KEYS |= {"categories", "required_fields", "exclude", "masked_protocol"}
@@ -44,20 +42,6 @@ _REQUIRED_KEYS = {
 }
 # Keys that do not change what is scored, so editing them does not invalidate a baseline.
 _NOT_SCORING_KEYS = {"tag", "task_alias", "should_decontaminate", "doc_to_decontamination_query"}
-
-
-@dataclass(frozen=True)
-class GateTolerance:
-    """The YAML's `modelbench.gate` block as written (values are checked where they are resolved, gate/)."""
-
-    absolute_margin: float | None = None
-    relative_margin: float | None = None
-    alpha: float | None = None
-    weight: float | None = None  # the task's weight in the session's split of alpha (gate/alpha_split.py)
-    # What makes documents related: a field or a template (as doc_to_text) giving each document's cluster id, shared
-    # across tasks (gate/pooled.py); None: each document is its own cluster.
-    cluster: str | None = None
-    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # metric → {absolute_margin, relative_margin}
 
 
 @dataclass(frozen=True)
@@ -112,41 +96,6 @@ class TaskConfig:
         if self.fewshot_split is None and self.fewshot_samples is not None:
             return None
         return self.fewshot_split or self.training_split or self.validation_split or self.test_split
-
-
-# Above 0.5 a candidate inside its margin would be blocked more often than not; below 1e-9 no test of a few
-# thousand documents can ever block. Weights are relative, so a million to one is as uneven as a split gets.
-ALPHA_RANGE = (1e-9, 0.5)
-WEIGHT_RANGE = (1e-6, 1e6)
-
-
-def gate_value_problem(key: str, value: Any) -> str | None:
-    """What is wrong with a gate tolerance value (YAML `modelbench.gate`, a --gate-* option or an ini weight), if
-    anything."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return f"must be a number, got {value!r}"
-    if key == "alpha" and not ALPHA_RANGE[0] <= value <= ALPHA_RANGE[1]:
-        return f"must lie between {ALPHA_RANGE[0]:g} and {ALPHA_RANGE[1]:g}, got {value!r}"
-    if key == "weight" and not WEIGHT_RANGE[0] <= value <= WEIGHT_RANGE[1]:
-        return f"must lie between {WEIGHT_RANGE[0]:g} and {WEIGHT_RANGE[1]:g}, got {value!r}"
-    if value < 0:
-        return f"must be >= 0, got {value!r}"
-    return None
-
-
-def checked_gate_block(gate: Any, path: Path) -> dict[str, Any]:
-    """A YAML's `modelbench.gate` block (a task's or a group's), its values checked; {} when absent."""
-    gate = gate or {}
-    if not isinstance(gate, dict) or set(gate) - _GATE_KEYS:
-        raise TaskConfigError(f"{path}: key 'modelbench.gate' may only hold {sorted(_GATE_KEYS)}")
-    for key, value in gate.items():
-        if key == "cluster":
-            problem = None if isinstance(value, str) and value.strip() else "must be a field name or a template"
-        else:
-            problem = None if key == "metrics" else gate_value_problem(key, value)
-        if problem:
-            raise TaskConfigError(f"{path}: key 'modelbench.gate.{key}' {problem}")
-    return gate
 
 
 def is_task_file(path: Path) -> bool:
@@ -238,7 +187,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         raise TaskConfigError(f"{path}: key 'process_results' must be a '!function module.name', got {process_results!r}")
     specs = metric_specs(raw.get("metric_list"), path, output_type, resolve, process_results is not None)
     metric_names = {spec.name for spec in specs}
-    _check_metric_margins(gate.get("metrics"), metric_names | set(derived_metric_names(metric_names)), path)
+    check_metric_margins(gate.get("metrics"), metric_names, path)
 
     repeats = raw.get("repeats", 1)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
@@ -342,27 +291,6 @@ def _fewshot_samples(value: Any, path: Path, resolve: Callable[[str, Any], Any])
             f"{path}: key 'fewshot_config.samples' must be a non-empty list of documents (mappings) or a !function"
         )
     return tuple(value)
-
-
-def _check_metric_margins(block: Any, metric_names: set[str], path: Path) -> None:
-    if block is None:
-        return
-    if not isinstance(block, dict):
-        raise TaskConfigError(f"{path}: key 'modelbench.gate.metrics' must map metric names to margins")
-    for name, margins in block.items():
-        if name not in metric_names:
-            raise TaskConfigError(
-                f"{path}: key 'modelbench.gate.metrics.{name}': no metric '{name}' in metric_list or derived from it "
-                f"({', '.join(sorted(metric_names))})"
-            )
-        if not isinstance(margins, dict) or not margins or set(margins) - _MARGIN_KEYS:
-            raise TaskConfigError(
-                f"{path}: key 'modelbench.gate.metrics.{name}' may only hold {sorted(_MARGIN_KEYS)}"
-            )
-        for key, value in margins.items():
-            problem = gate_value_problem(key, value)
-            if problem:
-                raise TaskConfigError(f"{path}: key 'modelbench.gate.metrics.{name}.{key}' {problem}")
 
 
 def _string_list(block: dict[str, Any], key: str, path: Path) -> tuple[str, ...] | None:
