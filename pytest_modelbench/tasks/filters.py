@@ -1,4 +1,6 @@
-"""lm-eval 0.4.13's `filter_list`: named pipelines that turn a generation into the answer that is scored.
+"""lm-eval 0.4.13's `filter_list`: named pipelines that turn a generation into the answer that is scored. They are
+built, and checked, when the task's YAML is read (tasks/config.py, as lm-eval's task builds its filter ensembles), and
+run over a task's generations by run/evaluation.py.
 
 Each pipeline's name becomes the suffix of its metric keys (`exact_match,strict-match`); without `filter_list` there is
 one pipeline, `none`, that takes the generation as it is. As in lm-eval (api/filter.py FilterEnsemble), each step maps
