@@ -22,9 +22,9 @@ from typing import Sequence
 import pytest
 
 from pytest_modelbench.errors import ModelbenchError, TaskConfigError
-from pytest_modelbench.evaluation import TaskEvaluation, checked_results
-from pytest_modelbench.metrics.registry import resolve_metrics
-from pytest_modelbench.runner import BenchRunner
+from pytest_modelbench.run.evaluation import TaskEvaluation, checked_results
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
+from pytest_modelbench.run.runner import BenchRunner
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL
 from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_config
 from pytest_modelbench.tasks.identity import TaskRegistry, identify

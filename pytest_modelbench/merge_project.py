@@ -69,7 +69,7 @@ def _tolerance(gate_session: Any, item: pytest.Item, split: AlphaSplit) -> Toler
     key = item.task_id.key  # type: ignore[attr-defined]
     if hasattr(item, "group"):
         from pytest_modelbench.metrics.group_scores import group_metrics
-        from pytest_modelbench.metrics.registry import resolve_metrics
+        from pytest_modelbench.metrics.task_metrics import resolve_metrics
 
         group = item.group  # type: ignore[attr-defined]
         metrics = [metric for metric, _ in group_metrics(

@@ -11,11 +11,11 @@ from pytest_modelbench import cli_options, fixtures, inspection, recording
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.metrics.group_scores import gated_members
-from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.refusals import format_refusals
 from pytest_modelbench.report import format_table, json_text, results_document, run_config
 from pytest_modelbench.results_gathering import GatheredResults
-from pytest_modelbench.runner import BenchRunner, RunOptions
+from pytest_modelbench.run.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
 from pytest_modelbench.scoring.progress import pytest_sink as progress_sink
 from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_config

@@ -56,7 +56,7 @@ from pytest_modelbench.gate.settings import DEFAULT_TOLERANCE
 from pytest_modelbench.gate.storage import YAML_SUFFIXES, BaselineStore
 from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineSite, BaselineUpdateExtension
 from pytest_modelbench.metrics.group_scores import group_metrics
-from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.tasks.identity import TaskId, identify, suites_under
 
 DEFAULT_BASELINES_DIR = "baselines"
@@ -329,7 +329,7 @@ class GateSession:
 
     @staticmethod
     def _rescore(item: pytest.Item, evaluation: Any, runner: Any):
-        """--noise-floor: the item scored again by the runner's second backend (runner.py, noise_runner), and how."""
+        """--noise-floor: the item scored again by the runner's second backend (run/runner.py, noise_runner), and how."""
         def rescore() -> tuple[Any, str]:
             noise = runner.noise_runner()
             output_type = evaluation.prepared.config.output_type
