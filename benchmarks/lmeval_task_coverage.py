@@ -25,7 +25,7 @@ from typing import Any
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.metrics.group_scores import gated_members
 from pytest_modelbench.metrics.registry import resolve_metrics
-from pytest_modelbench.refusals import group_refusals
+from pytest_modelbench.pytest_plugin.refusals import group_refusals
 from pytest_modelbench.tasks.config import is_task_file, load_task_config
 from pytest_modelbench.tasks.groups import TaskIndex, is_group_file, load_group
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml
