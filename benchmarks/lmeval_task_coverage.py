@@ -10,7 +10,7 @@ engine alone, not on the task's Python code. Each one gets the checks collection
 counted apart. Group files (a `group` key) are counted on a line of their own: each is resolved by name over the
 whole folder (lm-eval's index) and its aggregates checked, as collection does (plugin.GroupFile; with task code
 only when --allow-task-code is given). The output type is lm-eval's reading of the file: generate_until when the key is absent. Refusals are
-grouped as the terminal summary groups them (refusals.py). With --allow-task-code every task file is counted, its
+grouped as the terminal summary groups them (pytest_plugin/refusals.py). With --allow-task-code every task file is counted, its
 `!function` code loaded as `pytest --allow-task-code` loads it (lm-eval itself is not installed here, so code that
 imports it is refused naming the lmeval-task-code extra).
 """
