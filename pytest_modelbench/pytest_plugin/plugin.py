@@ -164,10 +164,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 class _OneLineErrors:
     """A task file's or item's ModelbenchError names the file and key: it is reported as its message, no traceback."""
 
-    def repr_failure(self, excinfo, style=None):
+    def repr_failure(self, excinfo, *args, **kwargs):  # a collector's takes no style argument, an item's does
         if isinstance(excinfo.value, ModelbenchError):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style)  # type: ignore[misc]
+        return super().repr_failure(excinfo, *args, **kwargs)  # type: ignore[misc]
 
 
 class TaskFile(_OneLineErrors, pytest.File):
