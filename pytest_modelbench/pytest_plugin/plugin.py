@@ -1,4 +1,7 @@
-"""pytest hooks: task YAMLs become items; options become a BenchRunner. No scoring logic lives here."""
+"""pytest hooks: task YAMLs become items; options become a BenchRunner. No scoring logic lives here.
+
+The entry point (pyproject's pytest11): the other modules of this package are called from here and never import it;
+what they read of the session is in stash_keys.py."""
 
 from __future__ import annotations
 
