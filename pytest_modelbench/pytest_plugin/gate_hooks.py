@@ -1,9 +1,10 @@
 """The gate's pytest layer: options, one check per gated item, and the session hooks; the gate itself is plain
 modules (gate/policy.py, gate/storage.py, gate/judge.py, gate/decision.py).
 
-plugin.py makes four calls: `add_options` (pytest_addoption), `configure` (pytest_configure; registers
-`GateSession`, which holds the session hooks), `check_ready` (a gated item's runtest, before scoring) and
-`check_item` (after the evaluation).
+plugin.py calls `add_options` (pytest_addoption), `configure` (pytest_configure; registers `GateSession`, which
+holds the session hooks), `GateSession.count_gated` (pytest_collection_modifyitems, before --shard keeps one shard's
+items), `check_ready`, `early_stop` and `check_item` (a gated item's runtest: before scoring, how to score, after the
+evaluation), and `outcomes_json`, `outcome_json`, `pooled_json` for --results-json.
 
 It fails closed: without --score-only every task item is gated, and a baseline name with no baselines folder fails
 each item before anything is scored, naming the command that records them. --score-only scores and reports without
@@ -252,8 +253,8 @@ class GateSession:
         return self.split or AlphaSplit(error_control=self.policy.error_control)
 
     def count_gated(self, items: Sequence[pytest.Item]) -> None:
-        """Weigh the session's gated items; called by --shard before it keeps one shard's items (plugin.py), so
-        that every shard splits alpha over the whole session."""
+        """Weigh the session's gated items; called before --shard keeps one shard's items (plugin.py,
+        pytest_collection_modifyitems), so that every shard splits alpha over the whole session."""
         gated = [item for item in items if is_gated(item)]
         try:
             self.split = self.policy.alpha_split({item.task_id.key: yaml_weight(item) for item in gated},
