@@ -13,7 +13,7 @@ from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.metrics.group_scores import gated_members
 from pytest_modelbench.metrics.registry import resolve_metrics
 from pytest_modelbench.refusals import format_refusals
-from pytest_modelbench.report import format_table, json_text, results_document, run_config
+from pytest_modelbench.outputs.results import json_text, results_document, run_config
 from pytest_modelbench.results_gathering import GatheredResults
 from pytest_modelbench.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
@@ -22,6 +22,7 @@ from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_c
 from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
 from pytest_modelbench.tasks.groups import ScorableGroup, is_group_file, load_group
 from pytest_modelbench.tasks.identity import TaskId, TaskRegistry, identify
+from pytest_modelbench.text_format import format_table
 
 RUNNER_KEY = pytest.StashKey[BenchRunner]()
 RESULTS_PATH_KEY = pytest.StashKey[Path | None]()

@@ -19,7 +19,7 @@ from pytest_modelbench import cli_options
 from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.gate.judge import package_versions
 from pytest_modelbench.gate.rejudge import documents_json
-from pytest_modelbench.run_record import record_text
+from pytest_modelbench.outputs.run_record import record_text
 from pytest_modelbench.sharding import Shard, ShardError, assign, estimated_cost, join_units, parse_shard
 
 SHARD_KEY = pytest.StashKey[Shard]()
@@ -97,7 +97,7 @@ def select_shard(config: pytest.Config, items: list[pytest.Item], options: Any) 
 
 
 def session_identity(session: Any, items: list[pytest.Item], options: Any) -> dict[str, Any]:
-    """The session a shard belongs to (run_record.py), from the gate session and the items collected before the
+    """The session a shard belongs to (outputs/run_record.py), from the gate session and the items collected before the
     split; a merge derives the same from its own collection (merge_project.py)."""
     return {
         "tasks": {item.task_id.key: _config_hash(item) for item in items if gate.is_gated(item)},
@@ -114,7 +114,7 @@ class RunRecorder:
 
     def __init__(self, path: Path):
         self.path = path
-        self.session: dict[str, Any] | None = None  # the session's identity (run_record.py), before the split
+        self.session: dict[str, Any] | None = None  # the session's identity (outputs/run_record.py), before the split
         self.tasks: dict[str, str] = {}  # the gated tasks this shard runs: key → node id
         self.outcomes: dict[str, str] = {}  # every item run: node id → passed | failed | skipped
         self.evidence: dict[str, dict[str, Any]] = {}  # node id → its evidence (gate/pytest_integration.py)
@@ -153,7 +153,7 @@ class RunRecorder:
         if self.session is None:  # collection failed: no session to record
             return
         from pytest_modelbench.plugin import GATHERED_KEY, RUNNER_KEY
-        from pytest_modelbench.report import run_config
+        from pytest_modelbench.outputs.results import run_config
 
         shard = config.stash[SHARD_KEY]
         if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and shard.count > 1:
