@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from pytest_modelbench.gate.baseline import COMPARABILITY_KEYS
 from pytest_modelbench.gate.changed_documents import format_value
-from pytest_modelbench.gate.failure_messages import LEGEND, SCORES_HEADER, TABLE_HEADER, compare_hint, entry_row, score_row
+from pytest_modelbench.gate.failure_messages import (
+    LEGEND,
+    SCORES_HEADER,
+    TABLE_HEADER,
+    compare_hint,
+    entry_row,
+    score_row,
+)
 from pytest_modelbench.gate.pooled import PooledEntry
 from pytest_modelbench.gate.result import STATUS_COMPARED, STATUS_REBASELINE, GateResult, sorted_results
 from pytest_modelbench.outputs.gate_summary import (
