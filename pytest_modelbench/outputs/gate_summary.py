@@ -20,6 +20,7 @@ COLUMNS_NOTE = (
     "that this run blocks 4 times in 5 (smaller drops may pass); false blocks = how often a model no worse than its "
     "baseline is blocked by chance"
 )
+TASK_HEADER = ("task", "gate", "detail", "alpha share", "caught at 80%")
 POOLED_HEADER = ("suite (pooled)", "metric", "tasks", "n", "baseline", "candidate", "delta", "margin", "p-value",
                  "MDE", "level", "verdict")
 POOLED_NOTE = (
@@ -37,6 +38,11 @@ def alpha_share(result: GateResult) -> str:
 def power(result: GateResult) -> str:
     """The smallest regression of each overall entry that the gate catches with 80% power."""
     return ", ".join(f"{e['metric']} {format_number(e['mde'])}" for e in result.entries if e["category"] is None)
+
+
+def task_row(result: GateResult) -> tuple[str, ...]:
+    """A task's cells of TASK_HEADER."""
+    return result.task, result.outcome, detail(result), alpha_share(result), power(result)
 
 
 def entry_label(entry: dict[str, Any]) -> str:

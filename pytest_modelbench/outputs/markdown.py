@@ -14,13 +14,12 @@ from pytest_modelbench.outputs.gate_summary import (
     COLUMNS_NOTE,
     POOLED_HEADER,
     POOLED_NOTE,
-    alpha_share,
+    TASK_HEADER,
     baseline_ref_lines,
-    detail,
     error_rate_line,
     pooled_rows,
-    power,
     summary_counts,
+    task_row,
 )
 
 if TYPE_CHECKING:
@@ -55,11 +54,8 @@ def markdown(results: Sequence[GateResult], baseline_name: str, outcome: Session
         ref_lines = [_md_escape(line) for line in baseline_ref_lines(results)]
         if ref_lines:
             lines += ["", ref_lines[0], "", *(f"- {line}" for line in ref_lines[1:])]
-        lines += ["", "| task | gate | detail | alpha share | caught at 80% |", "|---|---|---|---|---|"]
-        lines += [
-            "| " + " | ".join(_md_escape(c) for c in (r.task, r.outcome, detail(r), alpha_share(r), power(r))) + " |"
-            for r in results
-        ]
+        lines += ["", "| " + " | ".join(TASK_HEADER) + " |", "|" + "---|" * len(TASK_HEADER)]
+        lines += ["| " + " | ".join(_md_escape(c) for c in task_row(r)) + " |" for r in results]
         lines += ["", _md_escape(COLUMNS_NOTE)]
         if pooled:
             lines += ["", "| " + " | ".join(POOLED_HEADER) + " |", "|" + "---|" * len(POOLED_HEADER)]

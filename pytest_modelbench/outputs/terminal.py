@@ -14,14 +14,13 @@ from pytest_modelbench.outputs.gate_summary import (
     COLUMNS_NOTE,
     POOLED_HEADER,
     POOLED_NOTE,
-    alpha_share,
+    TASK_HEADER,
     baseline_ref_lines,
-    detail,
     entry_label,
     error_rate_line,
     pooled_rows,
-    power,
     summary_counts,
+    task_row,
 )
 from pytest_modelbench.text_format import format_delta, format_number, format_p, format_table
 
@@ -59,8 +58,7 @@ def terminal_lines(results: Sequence[GateResult], max_entries: int = 8, custom_t
     if rate:
         lines.append(rate)
     lines += baseline_ref_lines(results)
-    rows = [(r.task, r.outcome, detail(r), alpha_share(r), power(r)) for r in results]
-    lines += format_table(("task", "gate", "detail", "alpha share", "caught at 80%"), rows)
+    lines += format_table(TASK_HEADER, [task_row(r) for r in results])
     lines.append(COLUMNS_NOTE)
     lines += noise_lines(results)
     rebaselines = [r for r in results if r.status == STATUS_REBASELINE]
