@@ -2,7 +2,8 @@
 
     python scripts/shared_data_mirror.py MIRROR_DIR [--shared SHARED_DATA_DIR]
 
-Nothing is copied: files are linked, except StereoSet's, which are re-laid out (see DERIVED).
+Nothing is copied: files are linked, except StereoSet's, which are re-laid out (see DERIVED), and WinoBias's two
+files, joined into one (see WINOBIAS_FILES).
 The arc_mt languages are all served by the English ARC-Challenge in the same schema: no public
 copy of the translated sets exists offline, so these runs exercise the pipeline, not the translations.
 """
@@ -40,6 +41,26 @@ DERIVED = {
     for kind in ("intrasentence", "intersentence")
 }
 STEREOSET_GOLD_LABELS = {"stereotype": 1, "anti-stereotype": 0, "unrelated": 2}
+
+# WinoBias: the shared copy is in template form, one file per type with the same header (template, stereo,
+# anti_stereo, type). No hub dataset holds that layout; suites/winobias reads it as `winobias_templates`, split
+# `test`: the two files' rows in one file, type_1's then type_2's, unchanged.
+WINOBIAS_FOLDER = "winobias_templates"
+WINOBIAS_FILES = ("winobias/type_1.csv", "winobias/type_2.csv")
+
+
+def winobias_lines(shared_data: Path) -> list[str]:
+    lines: list[str] = []
+    for relative in WINOBIAS_FILES:
+        source = (shared_data / relative).resolve()
+        if not source.is_file():
+            raise SystemExit(f"shared data file {source} not found")
+        text = source.read_text(encoding="utf-8")
+        header, *rows = (text if text.endswith("\n") else text + "\n").splitlines(keepends=True)
+        if lines and header != lines[0]:
+            raise SystemExit(f"{source}: header {header.strip()!r} differs from {WINOBIAS_FILES[0]}'s")
+        lines += ([] if lines else [header]) + rows
+    return lines
 
 
 def stereoset_hub_rows(flat_file: Path, kind: str) -> list[dict]:
@@ -88,6 +109,11 @@ def build_mirror(mirror_dir: Path, shared_data: Path = DEFAULT_SHARED) -> Path:
                 target.unlink()
             lines = (json.dumps(row, ensure_ascii=False) + "\n" for row in stereoset_hub_rows(source, kind))
             target.write_text("".join(lines), encoding="utf-8")
+    winobias = mirror_dir / WINOBIAS_FOLDER / "test.csv"
+    winobias.parent.mkdir(parents=True, exist_ok=True)
+    if winobias.is_symlink():
+        winobias.unlink()
+    winobias.write_text("".join(winobias_lines(shared_data)), encoding="utf-8")
     return mirror_dir
 
 
