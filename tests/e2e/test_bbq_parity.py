@@ -8,9 +8,10 @@ reads the same rows through --data-dir.
 
 Without the model: the 12 requests per document are lm-eval's, and lm-eval's own log-likelihoods through our
 process_results and aggregations give lm-eval's per-document items and its numbers, overall and per category, to the
-last bit. With the model (slow): our log-likelihoods are within the tolerance of tests/fixtures/lmeval_references.py,
-the answers are lm-eval's wherever the reference does not leave two different answers within it of a tie, and then
-the numbers are lm-eval's again.
+last bit. With the model (slow), scored as a run scores it (shared prefixes: a document's context once for its 12
+continuations; batch size 8): our log-likelihoods are within the tolerance of tests/fixtures/lmeval_references.py
+widened by FAST_PATH_SHARING, the answers are lm-eval's wherever the reference does not leave two different answers
+within it of a tie, and then the numbers are lm-eval's again.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.task import prepare_task
 from tests.conftest import _load_script
-from tests.fixtures.lmeval_references import load_reference, loglikelihood_mismatches, tolerance_for
+from tests.fixtures.lmeval_references import FAST_PATH_SHARING, load_reference, loglikelihood_mismatches, tolerance_for
 
 REPO = Path(__file__).resolve().parents[2]
 BBQ = REPO / "suites" / "bbq" / "bbq.yaml"
@@ -129,8 +130,11 @@ def near_tie(loglikelihoods, tolerance) -> bool:
 def test_loglikelihoods_and_numbers_match_lm_eval(reference_run, default_model):
     reference, prepared = reference_run
     samples = reference["samples"]
-    tolerance = tolerance_for(reference)
-    evaluation = evaluate_task(prepared, CausalLMScorer(default_model.model, default_model.tokenizer, batch_size=1))
+    tolerance = tolerance_for(reference).widened(FAST_PATH_SHARING)
+    scorer = CausalLMScorer(default_model.model, default_model.tokenizer, batch_size=8, fast=True)
+    evaluation = evaluate_task(prepared, scorer)
+    pairs = scorer.encoder.encode_pairs([(doc.context, c) for doc in prepared.documents for c in doc.continuations])
+    assert scorer.last_stats.computed_tokens < sum(len(e.context) + len(e.continuation) - 1 for e in pairs) / 4
     mismatches = loglikelihood_mismatches(evaluation.loglikelihoods, samples, tolerance)
     assert not mismatches, f"{len(mismatches)} log-likelihoods outside {tolerance}:\n" + "\n".join(mismatches[:20])
     ties = [s["doc_id"] for s in samples if near_tie(s["loglikelihoods"], tolerance)]
