@@ -61,7 +61,8 @@ def main() -> None:
     OUT.write_text(json.dumps({
         "provenance": {"script": pathlib.Path(__file__).name, "lm_eval": md.version("lm_eval"),
                        "datasets": md.version("datasets"),
-                       "data": "scripts/shared_data_mirror.py's oskarvanderwal/bbq/All/test.jsonl from ../shared/data/bbq",
+                       "data": "scripts/shared_data_mirror.py's oskarvanderwal/bbq/All/test.jsonl from "
+                               "../shared/data/bbq",
                        "n_docs": len(docs)},
         "choices_sha256": choices_digest(utils.doc_to_choice(doc) for doc in docs),
         "roles": codes,
