@@ -129,3 +129,18 @@ def test_the_mirror_serves_both_types_as_one_split_and_the_shared_data_refuses_5
         fields = winobias.resolved(r)
         assert fields["referent"] != fields["other_occupation"]
         assert fields["referent"] in winobias.OCCUPATIONS[fields["referent_gender"]]
+
+
+def test_the_mirror_joins_the_two_files_under_one_header_and_refuses_a_different_header(tmp_path):
+    mirror_script = _load(REPO / "scripts" / "shared_data_mirror.py", "mirror_script")
+    folder = tmp_path / "winobias"
+    folder.mkdir()
+    header = "template,stereo,anti_stereo,type\n"
+    (folder / "type_1.csv").write_text(header + "The cook met the nurse and [pronoun] smiled.,he,she,type_1")  # no \n
+    (folder / "type_2.csv").write_text(header + "The cook met the nurse and told [pronoun].,her,him,type_2\n")
+    lines = mirror_script.winobias_lines(tmp_path)
+    assert lines == [header, "The cook met the nurse and [pronoun] smiled.,he,she,type_1\n",
+                     "The cook met the nurse and told [pronoun].,her,him,type_2\n"]
+    (folder / "type_2.csv").write_text("template,pro,anti,type\n")
+    with pytest.raises(SystemExit, match="type_2.csv: header 'template,pro,anti,type' differs from"):
+        mirror_script.winobias_lines(tmp_path)
