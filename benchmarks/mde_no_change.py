@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from pytest_modelbench.gate.baseline import MetricInfo, Tolerance  # noqa: E402
 from pytest_modelbench.gate.baseline_file import parse  # noqa: E402
 from pytest_modelbench.gate.compare import compare  # noqa: E402
-from pytest_modelbench.gate.statistics import Verdict  # noqa: E402
+from pytest_modelbench.gate.verdict import Verdict  # noqa: E402
 from pytest_modelbench.metrics.registry import METRICS  # noqa: E402
 from tests.fixtures.gate_records import make_record  # noqa: E402
 

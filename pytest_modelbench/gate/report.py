@@ -16,7 +16,7 @@ from pytest_modelbench.gate.baseline import BaselineRecord
 from pytest_modelbench.gate.compare import Entry, TaskComparison
 from pytest_modelbench.gate.noise_floor import NoiseWarning
 from pytest_modelbench.gate.pooled import PooledEntry
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 
 if TYPE_CHECKING:
     from pytest_modelbench.gate.decision import SessionOutcome

@@ -11,7 +11,7 @@ from statistics import NormalDist
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.baseline_file import dumps
 from pytest_modelbench.gate.compare import compare, holm_weights, paired_test
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.metrics.registry import Margin
 from pytest_modelbench.gate.judge import gate_texts
 from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineUpdateExtension

@@ -11,7 +11,7 @@ import numpy as np
 from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
 from pytest_modelbench.gate.baseline_file import parse
 from pytest_modelbench.gate.compare import compare
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.metrics.registry import METRICS
 from tests.fixtures.gate_records import make_record
 

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.pytest_integration import GATE_KEY
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.tasks.config import load_task_config
 from tests.fixtures.gate_records import DIFF, make_record
 

@@ -12,7 +12,8 @@ from pytest_modelbench.gate.decision import SessionDecision
 from pytest_modelbench.gate.policy import GateOptionError, GatePolicy, checked_weights
 from pytest_modelbench.gate.pooled import PoolingStats, pooled_entries, pooled_suites
 from pytest_modelbench.gate.report import GateResult, pooled_lines, properties
-from pytest_modelbench.gate.statistics import Verdict, paired_binary_standard_error
+from pytest_modelbench.gate.evidence.paired import paired_standard_error
+from pytest_modelbench.gate.verdict import Verdict
 from tests.fixtures.gate_records import make_record
 
 ACC = MetricInfo("acc", "higher", None, True)
@@ -43,7 +44,7 @@ def test_a_one_point_drop_on_every_task_is_inside_each_tasks_margin_and_a_pooled
     base = np.concatenate([b for _, b, _, _ in tasks.values()])
     cand = np.concatenate([c for _, _, c, _ in tasks.values()])
     assert entry.n == 9000 and entry.delta == pytest.approx(cand.mean() - base.mean())
-    assert entry.standard_error == pytest.approx(paired_binary_standard_error(base, cand))
+    assert entry.standard_error == pytest.approx(paired_standard_error(cand - base))
     assert (entry.baseline, entry.candidate) == (pytest.approx(base.mean()), pytest.approx(cand.mean()))
 
 
