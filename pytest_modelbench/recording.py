@@ -17,7 +17,7 @@ import pytest
 
 from pytest_modelbench import cli_options
 from pytest_modelbench.gate import pytest_integration as gate
-from pytest_modelbench.gate.judge import package_versions
+from pytest_modelbench.gate.provenance import package_versions
 from pytest_modelbench.gate.rejudge import documents_json
 from pytest_modelbench.run_record import record_text
 from pytest_modelbench.sharding import Shard, ShardError, assign, estimated_cost, join_units, parse_shard

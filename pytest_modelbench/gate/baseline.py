@@ -16,17 +16,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from pytest_modelbench.gate.provenance import Provenance, provenance_problems
 from pytest_modelbench.metrics.registry import Direction, Margin
-
-# Provenance keys whose difference makes a baseline incomparable ("re-baseline required").
-COMPARABILITY_KEYS = {
-    "task_config_hash": "task config",
-    "data_fingerprint": "dataset",
-    "limit": "limit",
-    "num_fewshot": "num_fewshot",
-    "scoring_protocol": "scoring protocol",
-}
-
 
 @dataclass(frozen=True)
 class MetricInfo:
@@ -85,22 +76,6 @@ class Tolerance:
     @property
     def task_alpha(self) -> float:
         return self.alpha * (self.weight / self.total_weight)  # w / W first: all of the weight is all of alpha
-
-
-@dataclass(frozen=True)
-class Provenance:
-    model: str
-    model_fingerprint: str
-    task_config_hash: str
-    data_fingerprint: str
-    limit: int | None
-    num_fewshot: int
-    scoring_protocol: str
-    dtype: str
-    batch_size: int | str
-    device: str
-    packages: Mapping[str, str] = field(default_factory=dict)
-    created: str = ""
 
 
 @dataclass(frozen=True)
@@ -245,10 +220,7 @@ def comparability_problems(baseline: BaselineRecord, candidate: BaselineRecord) 
     problems = []
     if baseline.task != candidate.task:
         problems.append(f"task name changed ({baseline.task!r} → {candidate.task!r})")
-    for key, label in COMPARABILITY_KEYS.items():
-        old, new = getattr(baseline.provenance, key), getattr(candidate.provenance, key)
-        if old != new:
-            problems.append(f"{label} changed ({old!r} → {new!r})")
+    problems += provenance_problems(baseline.provenance, candidate.provenance)
     if baseline.metrics != candidate.metrics:
         old = ", ".join(f"{m.name}:{m.direction}" for m in baseline.metrics)
         new = ", ".join(f"{m.name}:{m.direction}" for m in candidate.metrics)

@@ -53,8 +53,9 @@ import numpy as np
 
 from pytest_modelbench.errors import BaselineError
 from pytest_modelbench.gate.baseline import (
-    BaselineRecord, MetricInfo, NoiseEntry, NoiseFloor, Provenance, Summary, Tolerance,
+    BaselineRecord, MetricInfo, NoiseEntry, NoiseFloor, Summary, Tolerance,
 )
+from pytest_modelbench.gate.provenance import Provenance
 from pytest_modelbench.metrics.registry import Margin
 
 FORMAT = "pytest-modelbench-baseline/1"
@@ -513,11 +514,3 @@ def read_text(path: Path) -> str | None:
     except OSError as exc:
         raise BaselineError(f"{path}: cannot read baseline ({exc.strerror or exc})") from None
 
-
-def stored_provenance(stored_text: str | None) -> dict[str, Any] | None:
-    """The stored baseline's provenance as written, for reports; None when there is none to read."""
-    try:
-        provenance = json.loads(stored_text or "null")["provenance"]
-    except Exception:
-        return None
-    return provenance if isinstance(provenance, dict) else None
