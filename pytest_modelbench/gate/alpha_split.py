@@ -15,9 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate.baseline import Tolerance
 
 DEFAULT_WEIGHT = 1.0
+
+
+class UnweighedItemError(ModelbenchError):
+    """A gated item that the session's split of alpha does not weigh."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,14 @@ class AlphaSplit:
 
     def applied(self, tolerance: Tolerance, key: str) -> Tolerance:
         """`tolerance` with the task's share of alpha: its weight over the session's total, or all of it under
-        per-task control (the weight is kept for the reports)."""
+        per-task control (the weight is kept for the reports). Under session control a split that weighs items must
+        weigh this one (UnweighedItemError): a level outside the total would break the bound the levels keep. An
+        empty split (none made yet, nothing collected) gives the item all of alpha, a split of one."""
+        if self.error_control == "session" and self.weights and key not in self.weights:
+            raise UnweighedItemError(
+                f"{key}: the session's split of alpha weighs {len(self.weights)} gated item(s) and not this one, so "
+                "its level would lie outside the levels that sum to alpha; gate it in a session that collects it"
+            )
         weight = self.weights.get(key, DEFAULT_WEIGHT)
         total = (self.total_weight or weight) if self.error_control == "session" else weight
         return replace(tolerance, tasks=self.tasks, weight=weight, total_weight=total)

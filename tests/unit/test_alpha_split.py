@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_modelbench.errors import TaskConfigError
+from pytest_modelbench.gate.alpha_split import AlphaSplit, UnweighedItemError
 from pytest_modelbench.gate.baseline import Tolerance, comparability_problems
 from pytest_modelbench.gate.baseline_file import dumps, parse
 from pytest_modelbench.gate.policy import GateOptionError, GatePolicy, checked_weights
@@ -36,6 +37,18 @@ def test_weights_3_1_1_1_split_alpha_into_a_half_and_sixths():
     assert split.as_json() == {"tasks": 4, "weights": {KEYS[0]: 3.0}, "pooled": {}}
     # a task's own alpha is split by the same share
     assert split.applied(Tolerance(alpha=0.5), KEYS[1]).task_alpha == pytest.approx(0.5 / 6)
+
+
+def test_an_item_the_session_split_does_not_weigh_is_an_error_not_a_level_outside_alpha():
+    """Weights 1 and 1 share alpha in halves; a third item at weight 1 over the same total of 2 would be tested at
+    another half, the levels summing to 1.5 alpha. The split refuses it, naming the item; an empty split (none made)
+    and per-task control, where the weights are not used, still give the item all of alpha."""
+    split = policy().alpha_split({KEYS[0]: None, KEYS[1]: None}, KEYS[:2])
+    with pytest.raises(UnweighedItemError, match="bias/stereoset_intra: the session's split of alpha weighs 2"):
+        split.applied(Tolerance(alpha=0.05), KEYS[2])
+    assert AlphaSplit().applied(Tolerance(alpha=0.05), KEYS[2]).task_alpha == 0.05
+    per_task = policy("task").alpha_split({KEYS[0]: None, KEYS[1]: None}, KEYS[:2])
+    assert per_task.applied(Tolerance(alpha=0.05), KEYS[2]).task_alpha == 0.05
 
 
 def test_unweighted_levels_are_the_old_alpha_over_tasks():
