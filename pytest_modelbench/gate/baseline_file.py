@@ -1,3 +1,4 @@
+# Over 400 lines: one file format, its writer and its validating reader, kept side by side so they agree key for key.
 """A stored baseline's file: its JSON layout, writing it, and reading it back with validation that names the file
 on any problem (the data model is baseline.py's).
 

@@ -17,7 +17,7 @@ With --snapshot-update the last four write the candidate's record instead (and t
 entries all stay inside the band is never rewritten. --snapshot-update-new-only writes missing baselines only.
 --snapshot-update --noise-floor scores the task a second time (the runner's second backend), stores the noise floor
 (gate/noise_floor.py) in the record and rewrites every baseline; a stored noise floor above an entry's margin is a
-warning (`Judgement.warning`), never a failure.
+warning (`Judgement.warning`), never a failure. The candidate record's provenance is gate/provenance.py's.
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ class GateFailure(ModelbenchError):
 
 @dataclass
 class Judgement:
+    """A task's judgement: its gate result and what the task fails or warns with (an entry's verdict is
+    verdict.EntryVerdict)."""
+
     result: GateResult
     error: ModelbenchError | None = None  # the task fails with it
     warning: str | None = None  # entries whose margin is below the measured noise floor (gate/noise_floor.py)
