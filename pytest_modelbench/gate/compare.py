@@ -92,7 +92,7 @@ class TaskComparison:
     entries: tuple[Entry, ...]
     n_documents: int
     tolerance: Tolerance
-    pooling: tuple[PoolingStats, ...] = ()  # the overall entries a suite's pooled entries pool (gate/pooled.py)
+    pooling: tuple[PoolingStats, ...] = ()  # the overall entries a suite's pooled entries pool (evidence/pooling.py)
 
     def worst_first(self) -> list[Entry]:
         return sorted(self.entries, key=lambda e: (VERDICT_RANK[e.verdict], e.delta + e.margin, e.metric, e.label))

@@ -10,7 +10,8 @@ from statistics import NormalDist
 
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.baseline_file import dumps
-from pytest_modelbench.gate.compare import compare, holm_weights, paired_test
+from pytest_modelbench.gate.compare import compare, holm_weights
+from pytest_modelbench.gate.evidence.paired_tests import paired_test
 from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.metrics.registry import Margin
 from pytest_modelbench.gate.judge import gate_texts

@@ -10,7 +10,8 @@ from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.decision import SessionDecision
 from pytest_modelbench.gate.policy import GateOptionError, GatePolicy, checked_weights
-from pytest_modelbench.gate.pooled import PoolingStats, pooled_entries, pooled_suites
+from pytest_modelbench.gate.evidence.pooling import PoolingStats
+from pytest_modelbench.gate.pooled import pooled_entries, pooled_suites
 from pytest_modelbench.gate.report import GateResult, pooled_lines, properties
 from pytest_modelbench.gate.evidence.paired import paired_standard_error
 from pytest_modelbench.gate.verdict import Verdict
