@@ -21,8 +21,8 @@ documents, the one-sided normal mixture (a half-normal mixing distribution of sc
 is asymptotically a nonnegative martingale at the margin (Robbins' mixture; the asymptotic confidence sequences of
 Waudby-Smith, Arbour, Sinha, Kennedy and Ramdas, 2021), so p = min(1, 1/M_t) is valid at any look; ρ² is tuned to
 be tightest at the entry's full document count. Like the full run's normal approximation it is asymptotic: such an
-entry settles regressed only from MIN_ENTRY_DOCUMENTS scored documents of its own (or all of its category), and its
-standard error is steadied by a prior of PRIOR_DOCUMENTS documents at its metric's overall spread
+entry settles regressed (early_stop.py) only from MIN_ENTRY_DOCUMENTS scored documents of its own (or all of its
+category), and its standard error is steadied by a prior of PRIOR_DOCUMENTS documents at its metric's overall spread
 (`steadied_standard_errors`), never lowered.
 """
 
@@ -34,7 +34,6 @@ from statistics import NormalDist
 import numpy as np
 
 BET_CAP = 0.8  # of the largest bet a document can lose in full: a bet never stakes everything
-
 BOUND_PRECISION = 1e-6  # of the confidence bounds, in units of the mean paired difference
 
 
