@@ -37,7 +37,7 @@ class AlphaSplit:
         return sum(self.weights.values()) + sum(self.pooled.values())
 
     @property
-    def tasks(self) -> int:
+    def task_count(self) -> int:
         """How many tasks share the session's alpha (1 under per-task control)."""
         return max(1, len(self.weights)) if self.error_control == "session" else 1
 
@@ -53,10 +53,10 @@ class AlphaSplit:
             )
         weight = self.weights.get(key, DEFAULT_WEIGHT)
         total = (self.total_weight or weight) if self.error_control == "session" else weight
-        return replace(tolerance, tasks=self.tasks, weight=weight, total_weight=total)
+        return replace(tolerance, task_count=self.task_count, weight=weight, total_weight=total)
 
     def as_json(self) -> dict[str, Any]:
         """What a run record holds of the split: shards that split alpha otherwise are not one session."""
-        return {"tasks": self.tasks, "weights": {key: weight for key, weight in sorted(self.weights.items())
+        return {"tasks": self.task_count, "weights": {key: weight for key, weight in sorted(self.weights.items())
                                                  if weight != DEFAULT_WEIGHT},
                 "pooled": dict(sorted(self.pooled.items()))}

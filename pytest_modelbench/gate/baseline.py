@@ -50,23 +50,23 @@ class Tolerance:
 
     Margins: `metric_margins` per metric (the gate resolves one for every metric of the task); a metric without one
     gets max(absolute_margin, relative_margin × |baseline value|).
-    Error rate: `alpha` is the false-block rate shared by `tasks` gated tasks (the session's, or 1 under per-task
+    Error rate: `alpha` is the false-block rate shared by `task_count` gated tasks (the session's, or 1 under per-task
     control) in proportion to their weights, so the task is tested at alpha × weight / total_weight
     (gate/alpha_split.py; docs/baseline-gate.md, "Error rates"). `total_weight` None: every task weighs 1 (the
-    total is `tasks`), as in baselines recorded before weights.
+    total is `task_count`; "tasks" in the file), as in baselines recorded before weights.
     """
 
     absolute_margin: float = 0.01
     relative_margin: float = 0.0
     alpha: float = 0.05
-    tasks: int = 1
+    task_count: int = 1
     metric_margins: Mapping[str, Margin] = field(default_factory=dict)
     weight: float = 1.0
     total_weight: float | None = None
 
     def __post_init__(self) -> None:
         if self.total_weight is None:
-            object.__setattr__(self, "total_weight", float(self.tasks))
+            object.__setattr__(self, "total_weight", float(self.task_count))
 
     def margin(self, metric: str) -> Margin:
         if metric in self.metric_margins:

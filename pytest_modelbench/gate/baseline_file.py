@@ -137,7 +137,7 @@ def to_document(record: BaselineRecord) -> dict[str, Any]:
             "absolute_margin": record.tolerance.absolute_margin,
             "relative_margin": record.tolerance.relative_margin,
             "alpha": record.tolerance.alpha,
-            "tasks": record.tolerance.tasks,
+            "tasks": record.tolerance.task_count,
             "weight": record.tolerance.weight,
             "total_weight": record.tolerance.total_weight,
             "metric_margins": {
@@ -370,7 +370,7 @@ def _parse_document(document: Any) -> BaselineRecord:
         absolute_margin=float(_get(raw_gate, "absolute_margin", float, "gate")),
         relative_margin=float(_get(raw_gate, "relative_margin", float, "gate")),
         alpha=float(_get(raw_gate, "alpha", float, "gate")),
-        tasks=tasks,
+        task_count=tasks,
         weight=weight,
         total_weight=total_weight,
         metric_margins={

@@ -224,7 +224,7 @@ class GateResult:
         return cls(
             status=STATUS_COMPARED, verdict=comparison.verdict.value,
             n_documents=comparison.n_documents, entries=[entry_json(e) for e in comparison.worst_first()],
-            alpha=comparison.tolerance.alpha, tasks=comparison.tolerance.tasks, weight=comparison.tolerance.weight,
+            alpha=comparison.tolerance.alpha, tasks=comparison.tolerance.task_count, weight=comparison.tolerance.weight,
             total_weight=comparison.tolerance.total_weight, pooling=[p.as_json() for p in comparison.pooling],
             **kwargs,
         )

@@ -63,7 +63,7 @@ def test_the_ini_overrides_the_yaml_and_per_task_control_ignores_both():
     assert dict(split.weights) == {KEYS[0]: 3.0, KEYS[1]: 2.0}
     per_task = policy("task", bias__crows_pairs_french=2.0).alpha_split(yaml_weights, KEYS)
     tolerance = per_task.applied(Tolerance(alpha=0.05), KEYS[0])
-    assert (tolerance.task_alpha, tolerance.tasks, tolerance.weight) == (0.05, 1, 3.0)
+    assert (tolerance.task_alpha, tolerance.task_count, tolerance.weight) == (0.05, 1, 3.0)
 
 
 def test_an_ini_weight_for_no_collected_task_is_one_error_naming_it():
@@ -117,12 +117,12 @@ def test_task_and_group_yaml_weights(tmp_path):
 
 
 def test_baselines_keep_the_weights_read_old_ones_as_unweighted_and_stay_comparable():
-    weighted = Tolerance(alpha=0.05, tasks=4, weight=3.0, total_weight=6.0)
+    weighted = Tolerance(alpha=0.05, task_count=4, weight=3.0, total_weight=6.0)
     record = make_record({"acc": [1, 0, 1]}, tolerance=weighted)
     assert parse(dumps(record), "x.json").tolerance == weighted
     document = json.loads(dumps(record))
     assert (document["gate"]["weight"], document["gate"]["total_weight"]) == (3.0, 6.0)
-    old = Tolerance(alpha=0.05, tasks=4)  # a baseline recorded before weights: 1 each, total = tasks
+    old = Tolerance(alpha=0.05, task_count=4)  # a baseline recorded before weights: 1 each, total = task_count
     assert (old.weight, old.total_weight, old.task_alpha) == (1.0, 4.0, 0.05 / 4)
     # the stored tolerance is informative: a baseline recorded under other weights is still compared
     assert comparability_problems(make_record({"acc": [1, 0, 1]}, tolerance=old), record) == []

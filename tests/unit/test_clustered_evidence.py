@@ -95,7 +95,7 @@ def test_three_tasks_with_identical_outcomes_at_the_pooled_margin_are_blocked_at
 
 
 def _task_records(name: str, base: np.ndarray, cand: np.ndarray, keys: list[str]):
-    tolerance = Tolerance(alpha=0.05, tasks=4, total_weight=6.0)
+    tolerance = Tolerance(alpha=0.05, task_count=4, total_weight=6.0)
     return [make_record({"acc": v}, metrics=[ACC], task=name, keys=keys, tolerance=tolerance) for v in (base, cand)], \
         tolerance
 
@@ -115,7 +115,7 @@ def test_a_group_beside_its_tasks_pools_each_document_once():
                      category_field="task")
              for r in _task_records("group", np.concatenate([b.values["acc"] for b in bases]),
                                     np.concatenate([c.values["acc"] for c in cands]), keys)[0]]
-    stats["quiz/group"] = list(compare(*group, Tolerance(alpha=0.05, tasks=4, total_weight=6.0)).pooling)
+    stats["quiz/group"] = list(compare(*group, Tolerance(alpha=0.05, task_count=4, total_weight=6.0)).pooling)
     [entry] = pooled_entries("quiz", stats, alpha=0.05, level=LEVEL)
     [without_group] = pooled_entries("quiz", {k: v for k, v in stats.items() if k != "quiz/group"}, alpha=0.05,
                                      level=LEVEL)

@@ -27,7 +27,7 @@ def _task(name: str, rng: np.random.Generator, n: int = 3000, drop: float = 0.01
     cand = base.copy()
     right = np.flatnonzero(base == 1)
     cand[rng.choice(right, int(round(drop * n)), replace=False)] = 0.0
-    tolerance = Tolerance(alpha=0.05, tasks=3, total_weight=4.5)
+    tolerance = Tolerance(alpha=0.05, task_count=3, total_weight=4.5)
     records = [make_record({"acc": v}, metrics=[ACC], task=name, tolerance=tolerance) for v in (base, cand)]
     return records, base, cand, tolerance
 
