@@ -51,7 +51,8 @@ from pytest_modelbench.gate.evidence.significance import detectable_regression, 
 from pytest_modelbench.gate.pooled import poolable
 from pytest_modelbench.gate.verdict import Verdict, judge_entry
 from pytest_modelbench.metrics.evidence import DERIVED_METRICS, derived_metrics
-from pytest_modelbench.metrics.registry import Direction
+from pytest_modelbench.metrics.generative import corpus_aggregate
+from pytest_modelbench.metrics.registry import METRICS, Direction
 
 OVERALL_SHARE = 0.5  # of a task's Holm weight, for its overall entries when it has categories
 DERIVED_WEIGHT = 2.0  # of a derived metric's entry within its share, against 1 for each other metric's (holm_weights)
@@ -141,9 +142,6 @@ class _Tested:
 
 
 def _registered_aggregate(name: str) -> Callable[..., float | None] | None:
-    from pytest_modelbench.metrics.generative import corpus_aggregate
-    from pytest_modelbench.metrics.registry import METRICS
-
     metric = METRICS.get(name)
     return getattr(metric, "aggregate", None) if metric is not None else corpus_aggregate(name)
 
