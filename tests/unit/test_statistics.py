@@ -10,7 +10,11 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from pytest_modelbench.gate.evidence.paired import paired_bootstrap, paired_standard_error
+from pytest_modelbench.gate.evidence.paired import (
+    paired_bootstrap,
+    paired_standard_error,
+    paired_standard_error_of_shares,
+)
 from pytest_modelbench.gate.evidence.significance import (
     detectable_regression,
     holm_adjust,
@@ -325,6 +329,16 @@ def test_paired_standard_error_matches_discordance_formula():
     se = paired_standard_error(candidate - baseline)
     assert se == pytest.approx(math.sqrt(200 / 999 / 1000))
     assert se == pytest.approx(math.sqrt(0.2 / 1000), rel=1e-3)  # reference: SE ~ sqrt(d / n)
+
+
+def test_the_paired_standard_errors_three_forms_agree():
+    """From the differences, from singleton clusters (CR1 with one document a cluster) and from the shares of a
+    0/1 difference: 30 lost, 10 gained of 400 documents is one standard error, √((0.1 − 0.05²) / 399)."""
+    d = np.r_[-np.ones(30), np.ones(10), np.zeros(360)]
+    expected = math.sqrt((40 / 400 - (20 / 400) ** 2) / 399)
+    assert paired_standard_error(d) == pytest.approx(expected, rel=1e-12)
+    assert paired_standard_error(d, np.arange(d.size)) == pytest.approx(expected, rel=1e-12)
+    assert paired_standard_error_of_shares(-20 / 400, 40 / 400, 400) == pytest.approx(expected, rel=1e-12)
 
 
 def test_paired_standard_error_degenerate():
