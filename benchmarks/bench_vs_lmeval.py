@@ -244,7 +244,7 @@ def per_document(values, documents):
 
 
 def metric_values(task: BenchTask, values):
-    from pytest_modelbench.metrics.registry import resolve_metrics
+    from pytest_modelbench.metrics.task_metrics import resolve_metrics
 
     docs = task.prepared.documents
     lls = per_document(values, task.documents)

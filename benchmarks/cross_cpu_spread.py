@@ -80,7 +80,7 @@ def prepared_references(selected: str, crows_pairs: int, workdir: Path):
 def worker(selected: str, crows_pairs: int, out: Path) -> None:
     import torch
 
-    from pytest_modelbench.evaluation import evaluate_task
+    from pytest_modelbench.run.evaluation import evaluate_task
     from pytest_modelbench.scoring.causal import CausalLMScorer
     from pytest_modelbench.scoring.loading import DEFAULT_MODEL, load_model, resolve_model_source
 

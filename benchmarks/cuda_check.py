@@ -44,7 +44,7 @@ def prepared_tasks(mirror: Path, limits: dict[str, int]):
 
 def score(loaded, tasks, **scorer_kwargs) -> dict[str, tuple[list[float], dict[str, list[float]]]]:
     """Per task: the flat log-likelihoods and the per-document metric values."""
-    from pytest_modelbench.evaluation import evaluate_task
+    from pytest_modelbench.run.evaluation import evaluate_task
     from pytest_modelbench.scoring.causal import CausalLMScorer
 
     scorer = CausalLMScorer(loaded.model, loaded.tokenizer, **scorer_kwargs)

@@ -134,7 +134,7 @@ def blocks_of(comparisons: dict[str, TaskComparison], suites: dict[str, str], sp
 def resumed(tasks: Sequence[sim.Task], candidates: dict, tolerances: dict, judgements: dict[str, Judged],
             suites: dict[str, str], split, full_run_verdicts: bool) -> dict[str, TaskComparison]:
     """The early comparisons once the suites' pooled entries are settled, as the session settles them at its end
-    (gate/pytest_integration.py): a suite with a task stopped early looks at the same first share of every task's
+    (pytest_plugin/gate_hooks.py): a suite with a task stopped early looks at the same first share of every task's
     blocks, one more share a look, the stopped tasks scoring on to it, until its pooled entries are settled."""
     early = {name: j.early for name, j in judgements.items()}
     for suite in split.pooled:

@@ -196,7 +196,7 @@ def session_split(tasks: Sequence[Task], weights: dict[str, float] | None = None
     `weights`: the ini's modelbench_gate_weights, by task key."""
     yaml_weights = {task.key: task.weight for task in tasks}
     metrics = {task.key: [m.name for m in task.baseline.metrics if poolable(m.binary, m.direction) and not task.members]
-               for task in tasks}  # a group pools none of its own (gate/pytest_integration.py poolable_metrics)
+               for task in tasks}  # a group pools none of its own (pytest_plugin/gate_hooks.py poolable_metrics)
     return GatePolicy(baselines_dir=Path("."), weights=weights or {}).alpha_split(yaml_weights, yaml_weights, metrics)
 
 

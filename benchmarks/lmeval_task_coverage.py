@@ -10,7 +10,7 @@ engine alone, not on the task's Python code. Each one gets the checks collection
 counted apart. Group files (a `group` key) are counted on a line of their own: each is resolved by name over the
 whole folder (lm-eval's index) and its aggregates checked, as collection does (plugin.GroupFile; with task code
 only when --allow-task-code is given). The output type is lm-eval's reading of the file: generate_until when the key is absent. Refusals are
-grouped as the terminal summary groups them (refusals.py). With --allow-task-code every task file is counted, its
+grouped as the terminal summary groups them (pytest_plugin/refusals.py). With --allow-task-code every task file is counted, its
 `!function` code loaded as `pytest --allow-task-code` loads it (lm-eval itself is not installed here, so code that
 imports it is refused naming the lmeval-task-code extra).
 """
@@ -24,8 +24,8 @@ from typing import Any
 
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.metrics.group_scores import gated_members
-from pytest_modelbench.metrics.registry import resolve_metrics
-from pytest_modelbench.refusals import group_refusals
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
+from pytest_modelbench.pytest_plugin.refusals import group_refusals
 from pytest_modelbench.tasks.config import is_task_file, load_task_config
 from pytest_modelbench.tasks.groups import TaskIndex, is_group_file, load_group
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.metrics.group_scores import gated_members
-from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.groups import TaskIndex, load_group
 

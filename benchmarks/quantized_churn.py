@@ -65,7 +65,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-from pytest_modelbench.evaluation import evaluate_task  # noqa: E402
+from pytest_modelbench.run.evaluation import evaluate_task  # noqa: E402
 from pytest_modelbench.scoring.causal import CausalLMScorer  # noqa: E402
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL, load_model, resolve_model_source  # noqa: E402
 from pytest_modelbench.tasks.config import load_task_config  # noqa: E402

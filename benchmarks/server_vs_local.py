@@ -37,7 +37,7 @@ from benchmarks.cuda_check import VERDICTS, prepared_tasks  # noqa: E402
 
 def evaluate(backend, tasks):
     """Per task: flat log-likelihoods and per-document metric values; and the seconds it took."""
-    from pytest_modelbench.evaluation import evaluate_task
+    from pytest_modelbench.run.evaluation import evaluate_task
 
     started = time.perf_counter()
     results = {}

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.errors import ModelbenchError
-from pytest_modelbench.merge_project import project_gate
+from pytest_modelbench.pytest_plugin.merge_project import project_gate
 from pytest_modelbench.report import format_table
 from pytest_modelbench.run_record import merge, read_record
 

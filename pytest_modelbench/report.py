@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from pytest_modelbench.evaluation import TaskEvaluation
+from pytest_modelbench.run.evaluation import TaskEvaluation
 from pytest_modelbench.metrics.aggregate import MetricSummary
 from pytest_modelbench.tasks.identity import TaskId
 
@@ -70,7 +70,7 @@ def task_results(identity: TaskId, evaluation: TaskEvaluation, log_samples: bool
 
 
 def run_config(options: Any) -> dict[str, Any]:
-    """The results JSON's `config`: the run's options (runner.py, RunOptions) as given."""
+    """The results JSON's `config`: the run's options (run/runner.py, RunOptions) as given."""
     return {
         "model": options.model, "model_args": options.model_args, "dtype": options.dtype,
         "batch_size": "default" if options.batch_size is None else options.batch_size, "device": options.device,

@@ -45,10 +45,10 @@ from pytest_modelbench.gate.report import (
 )
 from pytest_modelbench.record_integrity import SealProblem, check_seal, load, record_key, sealed
 from pytest_modelbench.report import json_text, results_document
-from pytest_modelbench.sharding import Shard
+from pytest_modelbench.run.sharding import Shard
 
 if TYPE_CHECKING:  # merge_project.py imports pytest; the merge only reads what it found
-    from pytest_modelbench.merge_project import ProjectGate
+    from pytest_modelbench.pytest_plugin.merge_project import ProjectGate
 
 FORMAT = "pytest-modelbench-run-record/2"
 FINISHED = (0, 1)  # pytest's exit statuses of a run that ran all its items: passed, some failed

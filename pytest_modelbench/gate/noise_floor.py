@@ -2,7 +2,7 @@
 by entry with the gate's own comparison; and the rule that warns when a margin is below that noise.
 
 Under `--snapshot-update --noise-floor` each task is scored a second time by a second backend that differs in the
-scoring configuration only (runner.py, `BenchRunner.noise_runner`: the other batch size, the other scoring path of a
+scoring configuration only (run/runner.py, `BenchRunner.noise_runner`: the other batch size, the other scoring path of a
 local causal LM, no score cache). Both scorings are records of the same checkpoint on the same documents, so
 `compare(first, second)` yields exactly the gate's entries (every metric overall and per category, derived ones
 included) and, per entry:

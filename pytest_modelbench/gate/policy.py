@@ -16,7 +16,7 @@ from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT, AlphaSplit
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.baseline_ref import BaselineRef
 from pytest_modelbench.gate.settings import resolve_tolerance
-from pytest_modelbench.tasks.config import gate_value_problem
+from pytest_modelbench.tasks.gate_block import gate_value_problem
 
 DEFAULT_BASELINE_NAME = "default"
 ERROR_CONTROL = ("session", "task")  # whose false-block rate alpha bounds

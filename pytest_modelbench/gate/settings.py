@@ -18,7 +18,8 @@ from typing import Any, Mapping, Sequence
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.metrics.evidence import derived_metrics
 from pytest_modelbench.metrics.generative import base_metric_name
-from pytest_modelbench.metrics.registry import Margin, Metric, resolve_metrics
+from pytest_modelbench.metrics.registry import Margin, Metric
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
 
 DEFAULT_TOLERANCE = Tolerance(absolute_margin=0.01, relative_margin=0.0, alpha=0.05)
 MARGIN_KEYS = {"absolute_margin": "absolute", "relative_margin": "relative"}  # gate key -> Margin field

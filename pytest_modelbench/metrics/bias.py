@@ -37,21 +37,6 @@ from pytest_modelbench.errors import DocumentError
 STEREOTYPE, ANTI_STEREOTYPE, UNRELATED = 0, 1, 2
 TERM_FIELD = "target"
 
-CROWS_PAIRS_METRICS = frozenset({"pct_stereotype", "likelihood_diff"})
-STEREOSET_METRICS = frozenset({"lms", "ss", "icat"})
-
-
-def choice_roles(metric_names: Sequence[str]) -> tuple[str, ...] | None:
-    """What each choice of a bias task is, in choice order (None for a task with a gold answer): a bias task has no
-    right answer, and its first choice is the stereotypical one."""
-    names = set(metric_names)
-    if names & CROWS_PAIRS_METRICS:
-        return ("more stereotypical", "less stereotypical")
-    if names & STEREOSET_METRICS:
-        return ("stereotype", "anti-stereotype", "unrelated")
-    return None
-
-
 def candidate_scores(doc: Any, lls: Sequence[float]) -> np.ndarray:
     """Log-likelihood per character of each StereoSet candidate (the bare choice, without the delimiter)."""
     if len(lls) != 3:

@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 
 from pytest_modelbench.metrics.registry import LOWER, Direction, Margin
+from pytest_modelbench.tasks.metric_list import DERIVED_METRIC_INPUTS, derived_metric_names
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def _mean_absolute(values: np.ndarray) -> float:
 
 STEREOTYPE_PREFERENCE = DerivedMetric(
     name="stereotype_preference",
-    inputs=("pct_stereotype", "likelihood_diff"),
+    inputs=DERIVED_METRIC_INPUTS["stereotype_preference"],
     values=_signed_gap,
     direction=LOWER,
     margin=Margin(relative=0.05),
@@ -62,5 +63,4 @@ DERIVED_METRICS: dict[str, DerivedMetric] = {m.name: m for m in (STEREOTYPE_PREF
 
 def derived_metrics(metric_names: Iterable[str]) -> tuple[DerivedMetric, ...]:
     """The derived metrics a task with these metrics gets: those whose inputs it all scores."""
-    names = set(metric_names)
-    return tuple(m for m in DERIVED_METRICS.values() if set(m.inputs) <= names and m.name not in names)
+    return tuple(DERIVED_METRICS[name] for name in derived_metric_names(metric_names))

@@ -10,7 +10,8 @@ any score is non-zero (a function named exact_match gets all of them at once, as
 metric is named by the function's __name__; a dict result holding only that name is read as its value. Each value
 must be a number; the entry's `aggregation` (mean, median, perplexity or a !function; lm-eval has no default for an
 unregistered name) and `higher_is_better` (needed unless lm-eval registers the name) say how it is reported and
-gated: on its per-document values, like every other metric.
+gated: on its per-document values, like every other metric. The entry is checked when the YAML is read
+(tasks/metric_list.py).
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -28,28 +28,16 @@ from pytest_modelbench.metrics.exact_match import ExactMatch, exact_match_option
 from pytest_modelbench.metrics.registry import HIGHER, LOWER, ONE_POINT, Margin, Metric
 from pytest_modelbench.metrics.task_aggregation import TaskAggregation
 from pytest_modelbench.metrics.translation import CORPUS_METRICS, CorpusScore, sentence_statistics
-from pytest_modelbench.tasks.config import MetricSpec, TaskConfig, lm_eval_missing
+from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.metric_list import MetricSpec
 from pytest_modelbench.tasks.requests import DocumentRequests
-from pytest_modelbench.tasks.yaml_loader import FunctionRef
+from pytest_modelbench.tasks.task_code import lm_eval_missing
 
 GENERATIVE_METRICS = ("exact_match", *CORPUS_METRICS)
 # Corpus scores on sacrebleu's 0-100 scale: one point, the smallest BLEU change papers report.
 CORPUS_MARGIN = Margin(absolute=1.0)
 # lm-eval registers these for multiple_choice only: on generated text its sklearn aggregation fails.
 _MULTIPLE_CHOICE_ONLY = ("f1", "mcc")
-# lm-eval 0.4.13's registered metrics (api/metrics.py register_metric): default aggregation and higher_is_better, which
-# a `metric: !function` entry gets when its function has one of these names and the entry leaves them out.
-_LMEVAL_REGISTERED = {
-    "acc": ("mean", True), "acc_norm": ("mean", True), "acc_mutual_info": ("mean", True), "acc_bytes": ("mean", True),
-    "acc_all": ("mean", True), "exact_match": ("mean", True), "likelihood": ("mean", True),
-    "perplexity": ("perplexity", False), "brier_score": ("brier_score", False),
-    "word_perplexity": ("weighted_perplexity", False), "byte_perplexity": ("weighted_perplexity", False),
-    "bits_per_byte": ("bits_per_byte", False), "bypass": ("bypass", True), "mcc": ("matthews_corrcoef", True),
-    "f1": ("f1", True), "bleu": ("bleu", True), "chrf": ("chrf", True), "chrf++": ("chrf++", True),
-    "ter": ("ter", False),
-}
-# lm-eval's aggregations over one number per document (metrics/task_aggregation.py computes them).
-FUNCTION_METRIC_AGGREGATIONS = ("mean", "median", "perplexity")
 
 
 @dataclass(frozen=True)
@@ -106,48 +94,6 @@ def generative_metrics(config: TaskConfig) -> tuple[Metric, ...]:
 # --- metric: !function --------------------------------------------------------------------------------------------
 
 
-def function_metric_spec(entry: dict[str, Any], i: int, path: Path, output_type: str,
-                         resolve: Callable[[str, Any], Any], process_results: bool) -> MetricSpec:
-    """A `metric: !function module.fn` entry of metric_list, checked (tasks/config.py reads metric_list)."""
-    label = f"metric_list[{i}]"
-    ref: FunctionRef = entry["metric"]
-    if process_results:
-        raise TaskConfigError(f"{path}: key '{label}.metric': a '!function' metric cannot be used with process_results "
-                              "(lm-eval keys it by the function itself, so process_results' values never reach it); "
-                              "name the metric as process_results returns it")
-    if output_type != "generate_until":
-        raise TaskConfigError(f"{path}: key '{label}.metric': lm-eval 0.4.13 calls a '!function' metric only for "
-                              f"generate_until tasks (a {output_type} task never gives it a value); use "
-                              "process_results: !function for a metric of your own")
-    function = resolve(f"{label}.metric", ref)
-    name = getattr(function.function, "__name__", None) or ref.dotted_name.rpartition(".")[2]
-    registered = _LMEVAL_REGISTERED.get(name)
-    aggregation = entry.get("aggregation")
-    if aggregation is None:
-        if registered is None or registered[0] not in FUNCTION_METRIC_AGGREGATIONS:
-            why = (f"lm-eval's default for that name, {registered[0]!r}, does not aggregate one number per document"
-                   if registered else "lm-eval 0.4.13 has no default aggregation for it")
-            raise TaskConfigError(f"{path}: key '{label}.aggregation' is needed for metric '{name}' ({ref!r}): "
-                                  f"{why}; use {', '.join(FUNCTION_METRIC_AGGREGATIONS)} or a !function")
-        aggregation = registered[0]
-    elif isinstance(aggregation, FunctionRef):
-        aggregation = resolve(f"{label}.aggregation", aggregation)
-    elif aggregation not in FUNCTION_METRIC_AGGREGATIONS:
-        raise TaskConfigError(f"{path}: key '{label}.aggregation': a !function metric may use "
-                              f"{', '.join(FUNCTION_METRIC_AGGREGATIONS)} or a !function, got {aggregation!r}")
-    higher_is_better = entry.get("higher_is_better")
-    if higher_is_better is None:
-        if registered is None:
-            raise TaskConfigError(f"{path}: key '{label}.higher_is_better' is needed: metric '{name}' ({ref!r}) is "
-                                  "not a metric whose direction lm-eval registers, and the gate must know which way "
-                                  "is worse")
-        higher_is_better = registered[1]
-    elif not isinstance(higher_is_better, bool):
-        raise TaskConfigError(f"{path}: key '{label}.higher_is_better' must be true or false")
-    options = {k: v for k, v in entry.items() if k not in ("metric", "aggregation", "higher_is_better", "hf_evaluate")}
-    return MetricSpec(name, aggregation, higher_is_better, options, function)
-
-
 def _function_metrics(spec: MetricSpec, config: TaskConfig) -> list[Metric]:
     direction = HIGHER if spec.higher_is_better else LOWER
     margin = Margin(relative=0.02) if spec.aggregation == "perplexity" else ONE_POINT
@@ -166,7 +112,7 @@ class _FilteredFunction:
 
     pipeline: str
     name: str
-    function: Any  # a resolved !function (tasks/config.py TaskFunction)
+    function: Any  # a resolved !function (tasks/task_code.py TaskFunction)
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __call__(self, doc: DocumentRequests, answers: Mapping[str, str]) -> float:

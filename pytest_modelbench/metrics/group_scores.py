@@ -26,8 +26,10 @@ import numpy as np
 
 from pytest_modelbench.errors import TaskConfigError
 from pytest_modelbench.metrics.aggregate import MetricSummary, TaskScores
-from pytest_modelbench.metrics.registry import Metric, resolve_metrics
-from pytest_modelbench.tasks.config import GateTolerance, TaskConfig
+from pytest_modelbench.metrics.registry import Metric
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
+from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.gate_block import GateTolerance
 from pytest_modelbench.tasks.groups import AggregateMetric, GroupTree, ScorableGroup, bundle_members, tree_hash
 from pytest_modelbench.tasks.identity import TaskId
 from pytest_modelbench.tasks.requests import DocumentRequests

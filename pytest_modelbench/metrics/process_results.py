@@ -24,7 +24,6 @@ stored in the baseline as it is).
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -33,6 +32,7 @@ from pytest_modelbench.errors import DocumentError, TaskCodeError, TaskConfigErr
 from pytest_modelbench.metrics.aggregate import DocumentItems
 from pytest_modelbench.metrics.registry import HIGHER, LOWER, METRICS, ONE_POINT, Direction, Margin, Metric
 from pytest_modelbench.metrics.task_aggregation import TaskAggregation
+from pytest_modelbench.numeric import is_number
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.requests import DocumentRequests
 
@@ -136,7 +136,7 @@ def document_values(config: TaskConfig, doc: DocumentRequests, response: Any) ->
             key = name if pipeline is None else f"{name},{pipeline}"
             if isinstance(value, (list, tuple)):
                 values[key] = _items(value, name, aggregations[name], f"{where}: {function}")
-            elif not _is_number(value):
+            elif not is_number(value, bool_counts=True):
                 raise DocumentError(f"{where}: {function} returned {value!r} ({type(value).__name__}) for metric "
                                     f"{name!r}; only numbers are supported (or, for an `aggregation: !function`, "
                                     "lists of numbers)")
@@ -160,11 +160,7 @@ def _items(value: list | tuple, name: str, aggregation: Any, where: str) -> Docu
             "list); give the metric an `aggregation: !function` that takes each document's list (IFEval's "
             "agg_inst_level_acc), or return a number")
     for item in value:
-        if not _is_number(item) or not math.isfinite(item):
+        if not is_number(item, bool_counts=True) or not math.isfinite(item):
             raise DocumentError(f"{where} returned {item!r} ({type(item).__name__}) in the list for metric {name!r}; "
                                 "a list value holds finite numbers (or bools)")
     return DocumentItems(float(item) for item in value)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real)

@@ -4,13 +4,11 @@ continuation's (log-likelihood, is_greedy)), with the direction the gate needs."
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from pytest_modelbench.errors import TaskConfigError
 from pytest_modelbench.metrics import bias, classification, loglikelihood, perplexity
-from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.requests import DocumentRequests
 
 
@@ -149,40 +147,3 @@ def known_metrics(output_type: str) -> dict[str, Metric]:
         return {name: METRICS[name] for name in perplexity.ROLLING_METRICS}
     other_types = {*perplexity.ROLLING_METRICS, "perplexity"}
     return {name: metric for name, metric in METRICS.items() if name not in other_types}
-
-
-def resolve_metrics(config: TaskConfig) -> tuple[Metric, ...]:
-    """The task's metric_list as metrics; an unknown name is an error naming the file."""
-    if config.process_results is not None:
-        from pytest_modelbench.metrics.process_results import process_results_metrics  # it builds on this module
-
-        return process_results_metrics(config)
-    if config.output_type == "generate_until":
-        from pytest_modelbench.metrics.generative import generative_metrics  # it builds on this module
-
-        return generative_metrics(config)
-    known = known_metrics(config.output_type)
-    unknown = [spec.name for spec in config.metric_list if spec.name not in known]
-    if unknown:
-        raise TaskConfigError(
-            f"{config.source}: unknown metric '{unknown[0]}' in metric_list for a {config.output_type} task "
-            f"(known: {', '.join(sorted(known))})"
-        )
-    names = {spec.name for spec in config.metric_list}
-    for spec in config.metric_list:
-        missing = [name for name in METRICS[spec.name].inputs if name not in names]
-        if missing:
-            raise TaskConfigError(
-                f"{config.source}: metric '{spec.name}' is computed from {', '.join(METRICS[spec.name].inputs)}; "
-                f"add {', '.join(repr(m) for m in missing)} to metric_list"
-            )
-    return tuple(_with_aggregation(known[spec.name], spec.aggregation) for spec in config.metric_list)
-
-
-def _with_aggregation(metric: Metric, aggregation: Any) -> Metric:
-    """A multiple_choice metric with the task's own `aggregation: !function` (metrics/task_aggregation.py)."""
-    if not callable(aggregation):
-        return metric
-    from pytest_modelbench.metrics.task_aggregation import GOLD_AND_PREDICTION, TaskAggregation
-
-    return replace(metric, aggregate=TaskAggregation(metric.name, aggregation, metric.name in GOLD_AND_PREDICTION))

@@ -37,7 +37,7 @@ The front (scoring/front.py) owns the rest: it builds the requests from a prepar
 cache, reports progress, checks what came back (count, shape, kind, finiteness: a BackendResultError naming the
 backend, the task and the first bad position) and names the document behind a failed request. A sampled task's
 answers are cached as a whole (each batch draws from what the batches before it left of the random stream). The
-runner (runner.py) builds the backend from the options (`--backend MODULE:FACTORY`: a third-party one, see
+runner (run/runner.py) builds the backend from the options (`--backend MODULE:FACTORY`: a third-party one, see
 scoring/custom_backend.py); the local causal and masked scorers (sharded or not) and the server scorer implement it.
 """
 

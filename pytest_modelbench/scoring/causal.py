@@ -4,7 +4,7 @@ Two paths:
 - plain (`fast=False`, the default of this class): lm-eval's own procedure, one row per request, sorted longest
   first, right-padded with id 0, full logits. The reference: on the same machine, batch size and thread count its numbers
   are lm-eval's, bit for bit.
-- fast (`fast=True`, what pytest runs use unless `--plain-scoring`, runner.py): shared token prefixes computed
+- fast (`fast=True`, what pytest runs use unless `--plain-scoring`, run/runner.py): shared token prefixes computed
   once, the vocabulary projection only at scored positions (scoring/prefix_sharing.py). The same log-likelihoods up to float rounding: a different
   order of the same sums, so differences of the size lm-eval shows between batch sizes, amplified on some models (on
   SmolLM2-135M float32: typically < 1e-5, up to 3e-4 on a few short CrowS-Pairs sentences). Requests that would be
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable, Sequence
 
@@ -30,15 +29,11 @@ from pytest_modelbench.scoring.backend import (
 )
 from pytest_modelbench.scoring.front import TaskFront
 from pytest_modelbench.scoring.placement import compute_devices, input_device, placement_description, placement_label
+from pytest_modelbench.scoring.rolling import WindowTotals, text_windows
+from pytest_modelbench.scoring.tokenization import CausalTokenizer, EncodedRequest
 
 DEFAULT_MAX_LENGTH = 2048
 MAX_AUTO_BATCH = 64
-
-
-@dataclass(frozen=True)
-class EncodedRequest:
-    context: tuple[int, ...]
-    continuation: tuple[int, ...]
 
 
 def resolve_max_length(model, tokenizer) -> int:
@@ -54,57 +49,12 @@ def resolve_max_length(model, tokenizer) -> int:
     return DEFAULT_MAX_LENGTH
 
 
-class CausalTokenizer:
-    """Encodes request pairs with lm-eval's seam rules (whitespace moves to the continuation; joint tokenization)."""
-
-    def __init__(self, tokenizer, prefix_token_id: int | None = None, add_bos_token: bool | None = None):
-        self.tokenizer = tokenizer
-        if prefix_token_id is None:
-            prefix_token_id = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-        self.prefix_token_id = prefix_token_id
-        self.add_bos_token = add_bos_token
-
-    def encode(self, text: str) -> list[int]:
-        add_special = True if self.add_bos_token is None else self.add_bos_token
-        bos = self.tokenizer.bos_token
-        if bos and text.startswith(bos):
-            add_special = False
-        return self.tokenizer.encode(text, add_special_tokens=add_special)
-
-    def encode_pair(self, context: str, continuation: str,
-                    encode_context: Callable[[str], list[int]] | None = None) -> EncodedRequest:
-        """`encode_context`: how to encode the context alone (default `encode`; encode_pairs passes a memo)."""
-        if context == "":
-            cont = self.tokenizer.encode(continuation, add_special_tokens=False)
-            ctx = [self.prefix_token_id]
-            if cont and cont[0] == self.prefix_token_id:
-                ctx, cont = cont[:1], cont[1:]
-            return EncodedRequest(tuple(ctx), tuple(cont))
-        trailing = len(context) - len(context.rstrip())
-        if trailing:
-            context, continuation = context[:-trailing], context[-trailing:] + continuation
-        whole = self.encode(context + continuation)
-        context_ids = (encode_context or self.encode)(context)
-        return EncodedRequest(tuple(context_ids), tuple(whole[len(context_ids):]))
-
-    def encode_pairs(self, requests: Sequence[tuple[str, str]]) -> list[EncodedRequest]:
-        """encode_pair for each request; a context shared by several requests (a document's choices) is encoded once."""
-        memo: dict[str, list[int]] = {}
-
-        def encode_context(text: str) -> list[int]:
-            if text not in memo:
-                memo[text] = self.encode(text)
-            return memo[text]
-
-        return [self.encode_pair(context, continuation, encode_context) for context, continuation in requests]
-
-
 class CausalLMScorer(TaskFront):
     """Sums log P(continuation | context) for each request.
 
     `fast=False` (default) is the reference path (lm-eval's procedure); `fast=True` shares token prefixes (see the
     module docstring). `batch_size` and `generation_batch_size` (an integer or 'auto', sized from free memory) come
-    decided (runner.py, batch_size_for); 1 is lm-eval's. `cache` (a ScoreCache) with `fingerprint` (the model's,
+    decided (run/runner.py, batch_size_for); 1 is lm-eval's. `cache` (a ScoreCache) with `fingerprint` (the model's,
     LoadedModel.fingerprint) reuses scores from earlier runs; `progress` (a line sink) reports long scoring.
     A backend (the seam: scoring/backend.py; the front, scoring/front.py, keys the cache and reports progress for
     the requests it sends); `name` is what --model called the model.
@@ -182,8 +132,6 @@ class CausalLMScorer(TaskFront):
     def rolling_loglikelihoods(self, requests: Sequence[RollingRequest], on_batch: OnBatch | None = None
                                ) -> list[float]:
         """The seam: each text's log-likelihood, summed over lm-eval's rolling windows (scoring/rolling.py)."""
-        from pytest_modelbench.scoring.rolling import WindowTotals, text_windows
-
         per_text = text_windows(self.encoder, [request.text for request in requests], self.max_length)
         totals = WindowTotals(per_text, on_batch)
         self.score_encoded([window for windows in per_text for window in windows], on_done=totals.windows_done)

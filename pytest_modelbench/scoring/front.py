@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 from itertools import accumulate
 from typing import Any, Callable, Sequence
 
 from pytest_modelbench.errors import BackendResultError, ModelbenchError, NonFiniteResultError, RequestError
+from pytest_modelbench.numeric import is_number
 from pytest_modelbench.scoring.backend import (
     BackendInfo, DocumentRequest, GenerationRequest, LoglikelihoodRequest, RollingRequest, output_type_unsupported,
 )
@@ -136,7 +136,7 @@ class ScoringFront:
             return f"{task}, document {documents[i].doc_id}"
 
         def compute(todo: list[int], on_done: Callable[[list[int], list[Any]], None]) -> None:
-            self._call(method, requests, todo, on_done, name, _is_number, "a number")
+            self._call(method, requests, todo, on_done, name, is_number, "a number")
 
         progress = ScoringProgress(self.progress, prepared.config.task, [1] * len(requests))
         try:
@@ -181,7 +181,7 @@ class ScoringFront:
         """`backend.loglikelihoods` over `requests`, cached ones read from the score cache, all checked finite."""
 
         def compute(todo: list[int], on_done: Callable[[list[int], list[Any]], None]) -> None:
-            self._call(self.backend.loglikelihoods, requests, todo, on_done, name, _is_number, "a number")
+            self._call(self.backend.loglikelihoods, requests, todo, on_done, name, is_number, "a number")
 
         values = score_requests([(r.context, r.continuation) for r in requests], compute,
                                 namespace=self._namespace("cache_namespace", False), cache=self.cache,
@@ -211,7 +211,7 @@ class ScoringFront:
             scored = sorted({owners[i][0] for i in todo})
             flat = [starts[d] + c for d in scored for c in range(sizes[d])]  # the scored documents' continuations
             wanted = {i: position for position, i in enumerate(todo)}
-            relay = _Relay(len(flat), self, choice_name, lambda p: flat[p], _is_number, "a number")
+            relay = _Relay(len(flat), self, choice_name, lambda p: flat[p], is_number, "a number")
 
             def pass_on(fresh: list[tuple[int, Any]]) -> None:
                 fresh = [(wanted[flat[p]], value) for p, value in fresh if flat[p] in wanted]
@@ -360,16 +360,12 @@ def _cache_continuation(request: DocumentRequest, choice: int) -> str:
     return request.continuations[choice]
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 def _is_text(value: Any) -> bool:
     return isinstance(value, str)
 
 
 def _is_greedy_pair(value: Any) -> bool:
-    return (isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2 and _is_number(value[0])
+    return (isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2 and is_number(value[0])
             and isinstance(value[1], (bool, int)) and value[1] in (0, 1))
 
 

@@ -12,7 +12,7 @@ from itertools import accumulate
 from typing import Sequence
 
 from pytest_modelbench.scoring.backend import OnBatch
-from pytest_modelbench.scoring.causal import CausalTokenizer, EncodedRequest
+from pytest_modelbench.scoring.tokenization import CausalTokenizer, EncodedRequest
 
 
 def rolling_windows(tokens: Sequence[int], prefix_token: int, max_length: int) -> list[EncodedRequest]:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_modelbench.document_rules import DocumentRules
-from pytest_modelbench.errors import TaskCodeError, TaskConfigError
-from pytest_modelbench.metrics.filters import NO_FILTER, FilterPipeline, filter_pipelines
+from pytest_modelbench.errors import TaskConfigError
+from pytest_modelbench.tasks.document_rules import DocumentRules
+from pytest_modelbench.tasks.filters import NO_FILTER, FilterPipeline, filter_pipelines
+from pytest_modelbench.tasks.gate_block import GateTolerance, check_metric_margins, checked_gate_block
 from pytest_modelbench.tasks.generation_settings import GenerationSettings, generation_settings
+from pytest_modelbench.tasks.metric_list import MetricSpec, metric_specs
+from pytest_modelbench.tasks.task_code import resolve_function
 from pytest_modelbench.tasks.templates import template_problem
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, read_yaml_file
 
@@ -27,64 +28,20 @@ _FEWSHOT_CONFIG_KEYS = {
     "fewshot_delimiter", "gen_prefix",
 }
 _SAMPLERS = {"default", "first_n"}
-_MARGIN_KEYS = {"absolute_margin", "relative_margin"}
-_GATE_KEYS = _MARGIN_KEYS | {"alpha", "weight", "metrics", "cluster"}
 _MODELBENCH_KEYS = {"category_field", "gate", "limit"}
-# Bias-suite keys of the `modelbench:` block (document_rules.py; masked_protocol: scoring/masked.py).
+# Bias-suite keys of the `modelbench:` block (tasks/document_rules.py; masked_protocol: scoring/masked.py).
 _MODELBENCH_KEYS |= {"categories", "required_fields", "exclude", "masked_protocol"}
 _MASKED_PROTOCOLS = ("pll", "pll_shared")
-# Keys that do not change what is scored, so editing them does not invalidate a baseline.
 _OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood_rolling", "loglikelihood")
-# lm-eval's keys each output type needs, and its default metric_list (api/registry.py DEFAULT_METRIC_REGISTRY).
+# lm-eval's keys each output type needs (its default metric_list: tasks/metric_list.py).
 _REQUIRED_KEYS = {
     "multiple_choice": ("doc_to_text", "doc_to_choice", "doc_to_target"),
     "generate_until": ("doc_to_text", "doc_to_target"),
     "loglikelihood_rolling": ("doc_to_target",),
     "loglikelihood": ("doc_to_text", "doc_to_target"),
 }
-# lm-eval's aggregations of the metrics that are not a mean (its metric registry's defaults, used when `aggregation`
-# is omitted), by output type: the rolling metrics (metrics/perplexity.py), the classification metrics
-# (metrics/classification.py), the corpus scores (metrics/translation.py) and loglikelihood's perplexity
-# (metrics/loglikelihood.py).
-_OWN_AGGREGATIONS = {
-    "loglikelihood_rolling": {
-        "word_perplexity": "weighted_perplexity", "byte_perplexity": "weighted_perplexity",
-        "bits_per_byte": "bits_per_byte",
-    },
-    "multiple_choice": {"f1": "f1", "mcc": "matthews_corrcoef"},
-    "generate_until": {"bleu": "bleu", "chrf": "chrf", "ter": "ter"},
-    "loglikelihood": {"perplexity": "perplexity"},
-}
-_DEFAULT_METRICS = {
-    "multiple_choice": ("acc", "acc_norm"),
-    "generate_until": ("exact_match",),
-    "loglikelihood_rolling": ("word_perplexity", "byte_perplexity", "bits_per_byte"),
-    "loglikelihood": ("perplexity", "acc"),
-}
+# Keys that do not change what is scored, so editing them does not invalidate a baseline.
 _NOT_SCORING_KEYS = {"tag", "task_alias", "should_decontaminate", "doc_to_decontamination_query"}
-
-
-@dataclass(frozen=True)
-class GateTolerance:
-    """The YAML's `modelbench.gate` block as written (values are checked where they are resolved, gate/)."""
-
-    absolute_margin: float | None = None
-    relative_margin: float | None = None
-    alpha: float | None = None
-    weight: float | None = None  # the task's weight in the session's split of alpha (gate/alpha_split.py)
-    # What makes documents related: a field or a template (as doc_to_text) giving each document's cluster id, shared
-    # across tasks (gate/pooled.py); None: each document is its own cluster.
-    cluster: str | None = None
-    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # metric → {absolute_margin, relative_margin}
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    name: str
-    aggregation: str | Callable[[list], Any] = "mean"  # a registered name, or a `!function` (process_results tasks)
-    higher_is_better: bool | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    function: Callable[..., Any] | None = None  # `metric: !function` (generate_until; metrics/generative.py)
 
 
 @dataclass(frozen=True)
@@ -141,41 +98,6 @@ class TaskConfig:
         return self.fewshot_split or self.training_split or self.validation_split or self.test_split
 
 
-# Above 0.5 a candidate inside its margin would be blocked more often than not; below 1e-9 no test of a few
-# thousand documents can ever block. Weights are relative, so a million to one is as uneven as a split gets.
-ALPHA_RANGE = (1e-9, 0.5)
-WEIGHT_RANGE = (1e-6, 1e6)
-
-
-def gate_value_problem(key: str, value: Any) -> str | None:
-    """What is wrong with a gate tolerance value (YAML `modelbench.gate`, a --gate-* option or an ini weight), if
-    anything."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return f"must be a number, got {value!r}"
-    if key == "alpha" and not ALPHA_RANGE[0] <= value <= ALPHA_RANGE[1]:
-        return f"must lie between {ALPHA_RANGE[0]:g} and {ALPHA_RANGE[1]:g}, got {value!r}"
-    if key == "weight" and not WEIGHT_RANGE[0] <= value <= WEIGHT_RANGE[1]:
-        return f"must lie between {WEIGHT_RANGE[0]:g} and {WEIGHT_RANGE[1]:g}, got {value!r}"
-    if value < 0:
-        return f"must be >= 0, got {value!r}"
-    return None
-
-
-def checked_gate_block(gate: Any, path: Path) -> dict[str, Any]:
-    """A YAML's `modelbench.gate` block (a task's or a group's), its values checked; {} when absent."""
-    gate = gate or {}
-    if not isinstance(gate, dict) or set(gate) - _GATE_KEYS:
-        raise TaskConfigError(f"{path}: key 'modelbench.gate' may only hold {sorted(_GATE_KEYS)}")
-    for key, value in gate.items():
-        if key == "cluster":
-            problem = None if isinstance(value, str) and value.strip() else "must be a field name or a template"
-        else:
-            problem = None if key == "metrics" else gate_value_problem(key, value)
-        if problem:
-            raise TaskConfigError(f"{path}: key 'modelbench.gate.{key}' {problem}")
-    return gate
-
-
 def is_task_file(path: Path) -> bool:
     """A YAML that defines one task: it has a string `task` key and no `group` key (lm-eval's rule)."""
     try:
@@ -225,7 +147,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
 
     def resolve(key: str, value: Any) -> Any:
         if isinstance(value, FunctionRef):
-            return _resolve_function(value, path, key, allow_task_code)
+            return resolve_function(value, path, key, allow_task_code)
         return value
 
     fewshot = raw.get("fewshot_config") or {}
@@ -263,11 +185,9 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     process_results = raw.get("process_results")
     if process_results is not None and not isinstance(process_results, FunctionRef):
         raise TaskConfigError(f"{path}: key 'process_results' must be a '!function module.name', got {process_results!r}")
-    metric_specs = _metric_specs(raw.get("metric_list"), path, output_type, resolve, process_results is not None)
-    from pytest_modelbench.metrics.evidence import derived_metrics  # the metrics layer builds on this module
-
-    metric_names = {spec.name for spec in metric_specs}
-    _check_metric_margins(gate.get("metrics"), metric_names | {d.name for d in derived_metrics(metric_names)}, path)
+    specs = metric_specs(raw.get("metric_list"), path, output_type, resolve, process_results is not None)
+    metric_names = {spec.name for spec in specs}
+    check_metric_margins(gate.get("metrics"), metric_names, path)
 
     repeats = raw.get("repeats", 1)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
@@ -301,7 +221,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         target_delimiter=raw.get("target_delimiter", " "),
         fewshot_delimiter=fewshot_delimiter,
         output_type=output_type,
-        metric_list=metric_specs,
+        metric_list=specs,
         generation=_generation(raw, fewshot_delimiter, repeats, path) if generative else None,
         filters=filter_pipelines(raw.get("filter_list"), path, resolve, repeats=repeats) if generative else NO_FILTER,
         process_docs=_document_rules(modelbench, path, task, resolve("process_docs", raw.get("process_docs"))),
@@ -373,27 +293,6 @@ def _fewshot_samples(value: Any, path: Path, resolve: Callable[[str, Any], Any])
     return tuple(value)
 
 
-def _check_metric_margins(block: Any, metric_names: set[str], path: Path) -> None:
-    if block is None:
-        return
-    if not isinstance(block, dict):
-        raise TaskConfigError(f"{path}: key 'modelbench.gate.metrics' must map metric names to margins")
-    for name, margins in block.items():
-        if name not in metric_names:
-            raise TaskConfigError(
-                f"{path}: key 'modelbench.gate.metrics.{name}': no metric '{name}' in metric_list or derived from it "
-                f"({', '.join(sorted(metric_names))})"
-            )
-        if not isinstance(margins, dict) or not margins or set(margins) - _MARGIN_KEYS:
-            raise TaskConfigError(
-                f"{path}: key 'modelbench.gate.metrics.{name}' may only hold {sorted(_MARGIN_KEYS)}"
-            )
-        for key, value in margins.items():
-            problem = gate_value_problem(key, value)
-            if problem:
-                raise TaskConfigError(f"{path}: key 'modelbench.gate.metrics.{name}.{key}' {problem}")
-
-
 def _string_list(block: dict[str, Any], key: str, path: Path) -> tuple[str, ...] | None:
     value = block.get(key)
     if value is None:
@@ -448,122 +347,6 @@ def _document_rules(block: dict[str, Any], path: Path, task: str, process_docs: 
         exclude={name: tuple(values) for name, values in exclude.items()},
         then=process_docs,
     )
-
-
-def _metric_specs(
-    metric_list: Any, path: Path, output_type: str, resolve: Callable[[str, Any], Any], process_results: bool
-) -> tuple[MetricSpec, ...]:
-    """With process_results the metrics are whatever that function returns, so each entry may name an aggregation of
-    PROCESS_RESULTS_AGGREGATIONS or a `!function`; a multiple_choice task's own metrics may take a `!function`."""
-    if metric_list is None:
-        return tuple(MetricSpec(name) for name in _DEFAULT_METRICS[output_type])
-    if not isinstance(metric_list, list) or not metric_list:
-        raise TaskConfigError(f"{path}: key 'metric_list' must be a non-empty list")
-    specs = []
-    for i, entry in enumerate(metric_list):
-        if isinstance(entry, dict) and isinstance(entry.get("metric"), FunctionRef):
-            from pytest_modelbench.metrics.generative import function_metric_spec  # it imports this module
-
-            specs.append(function_metric_spec(entry, i, path, output_type, resolve, process_results))
-            continue
-        if not isinstance(entry, dict) or not isinstance(entry.get("metric"), str):
-            raise TaskConfigError(f"{path}: key 'metric_list[{i}]' needs a 'metric' name")
-        higher_is_better = entry.get("higher_is_better")
-        if higher_is_better is not None and not isinstance(higher_is_better, bool):
-            raise TaskConfigError(f"{path}: key 'metric_list[{i}].higher_is_better' must be true or false")
-        if process_results:
-            aggregation = _process_results_aggregation(entry, i, path, resolve)
-        elif output_type == "multiple_choice" and isinstance(entry.get("aggregation"), FunctionRef):
-            aggregation = resolve(f"metric_list[{i}].aggregation", entry["aggregation"])
-        else:
-            # Each metric is reported with its own aggregation: refuse another one rather than mislabel it.
-            own = _OWN_AGGREGATIONS[output_type].get(entry["metric"], "mean")
-            aggregation = entry.get("aggregation", own)
-            if aggregation != own:
-                raise TaskConfigError(
-                    f"{path}: key 'metric_list[{i}].aggregation': only '{own}' is supported, got {aggregation!r}"
-                )
-        options = {k: v for k, v in entry.items() if k not in ("metric", "aggregation", "higher_is_better")}
-        specs.append(MetricSpec(entry["metric"], aggregation, higher_is_better, options))
-    return tuple(specs)
-
-
-# lm-eval's registered aggregations that take one number per document (metrics/process_results.py computes them).
-PROCESS_RESULTS_AGGREGATIONS = ("mean", "median", "perplexity")
-
-
-def _process_results_aggregation(
-    entry: dict[str, Any], i: int, path: Path, resolve: Callable[[str, Any], Any]
-) -> str | Callable[[list], Any]:
-    aggregation = entry.get("aggregation", "mean")
-    if isinstance(aggregation, FunctionRef):
-        return resolve(f"metric_list[{i}].aggregation", aggregation)
-    if aggregation not in PROCESS_RESULTS_AGGREGATIONS:
-        raise TaskConfigError(
-            f"{path}: key 'metric_list[{i}].aggregation': a process_results metric may use "
-            f"{', '.join(PROCESS_RESULTS_AGGREGATIONS)} or a !function, got {aggregation!r}"
-        )
-    return aggregation
-
-
-@dataclass(frozen=True)
-class TaskFunction:
-    """A resolved `!function`: calls the task's own code; an exception inside it becomes a TaskCodeError naming it."""
-
-    dotted_name: str
-    function: Callable[..., Any]
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return self.function(*args, **kwargs)
-        except TaskCodeError as exc:  # a use the engine refuses (metrics/process_results.py NOT_COMPUTED)
-            raise TaskCodeError(f"!function {self.dotted_name}: {exc}") from None
-        except Exception as exc:  # user code: reported with its name, never as a traceback
-            missing = lm_eval_missing(exc)
-            if missing:
-                raise TaskCodeError(f"!function {self.dotted_name}: {missing}") from None
-            raise TaskCodeError(f"!function {self.dotted_name} raised {type(exc).__name__}: {exc}") from None
-
-
-LMEVAL_EXTRA = "pip install 'pytest-modelbench[lmeval-task-code]'"
-
-
-def lm_eval_missing(exc: BaseException) -> str | None:
-    """The message for task code that imports lm-eval's own modules (IFEval's instruction registry, for one) when
-    lm-eval is not installed; None for any other failure."""
-    if not isinstance(exc, ModuleNotFoundError) or not (exc.name or "").split(".")[0] == "lm_eval":
-        return None
-    return (f"it imports module '{exc.name}', which is part of lm-eval; install it with {LMEVAL_EXTRA} "
-            "(lm-eval 0.4.13, the version whose tasks this plugin follows)")
-
-
-def _resolve_function(ref: FunctionRef, path: Path, key: str, allow_task_code: bool) -> TaskFunction:
-    where = f"{path}: key '{key}'"
-    if ref.yaml_file.resolve() != Path(path).resolve():  # written in a group's entry for the task, or an include
-        where += f" (written in {ref.yaml_file})"
-    if not allow_task_code:
-        raise TaskConfigError(
-            f"{where} uses '!function {ref.dotted_name}', which runs Python code from the suite "
-            "folder; pass --allow-task-code to allow it"
-        )
-    module_name, _, attr = ref.dotted_name.rpartition(".")
-    module_file = ref.yaml_dir / (module_name.replace(".", "/") + ".py")
-    if not module_file.is_file():
-        raise TaskConfigError(f"{where}: module file {module_file} not found")
-    spec = importlib.util.spec_from_file_location(f"modelbench_task_code.{module_name}", module_file)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-        function = getattr(module, attr)
-    except (Exception, SystemExit) as exc:  # user code: any failure (an exit at import too) is reported
-        problem = lm_eval_missing(exc) or exc
-        if isinstance(exc, ImportError) and problem is exc:
-            problem = (f"{exc} (for a task of lm-eval's tasks folder, {LMEVAL_EXTRA} installs lm-eval's task "
-                       "dependencies)")
-        raise TaskConfigError(f"{where}: cannot load {ref.dotted_name}: {problem}") from None
-    if not callable(function):
-        raise TaskConfigError(f"{where}: {ref.dotted_name} is not a function")
-    return TaskFunction(ref.dotted_name, function)
 
 
 def _config_hash(raw: dict[str, Any]) -> str:

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from pytest_modelbench.errors import ModelbenchError, TaskConfigError
-from pytest_modelbench.tasks.config import GateTolerance, TaskConfig, checked_gate_block, load_task_config
+from pytest_modelbench.tasks.config import TaskConfig, load_task_config
+from pytest_modelbench.tasks.gate_block import GateTolerance, checked_gate_block
 from pytest_modelbench.tasks.identity import TaskId, identify
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, read_yaml_file
 

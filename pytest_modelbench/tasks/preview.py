@@ -7,11 +7,17 @@ target delimiter (usually a leading space) and any stray whitespace are visible.
 
 from __future__ import annotations
 
-from pytest_modelbench.metrics.bias import choice_roles
+from typing import Sequence
+
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
 
 CONTEXT_MARK = "|"
+# The bias metrics (metrics/bias.py), and what the choices of a task scoring them are, in choice order.
+_CHOICE_ROLES = (
+    (frozenset({"pct_stereotype", "likelihood_diff"}), ("more stereotypical", "less stereotypical")),  # CrowS-Pairs
+    (frozenset({"lms", "ss", "icat"}), ("stereotype", "anti-stereotype", "unrelated")),  # StereoSet
+)
 
 
 def preview_lines(prepared: PreparedTask) -> list[str]:
@@ -49,3 +55,10 @@ def document_lines(doc: DocumentRequests, roles: tuple[str, ...] | None = None) 
             mark = "  <- gold" if i in golds else ""
         lines.append(f"      {i}: {continuation!r}{mark}")
     return lines
+
+
+def choice_roles(metric_names: Sequence[str]) -> tuple[str, ...] | None:
+    """What each choice of a bias task is, in choice order (None for a task with a gold answer): a bias task has no
+    right answer, and its first choice is the stereotypical one."""
+    names = set(metric_names)
+    return next((roles for metrics, roles in _CHOICE_ROLES if names & metrics), None)

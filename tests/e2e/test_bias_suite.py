@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_modelbench.evaluation import evaluate_task
-from pytest_modelbench.runner import BenchRunner, RunOptions
+from pytest_modelbench.run.evaluation import evaluate_task
+from pytest_modelbench.run.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.identity import TaskId

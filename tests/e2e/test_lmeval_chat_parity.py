@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.tasks.prompt_format import prompt_format
 from pytest_modelbench.tasks.task import prepare_task

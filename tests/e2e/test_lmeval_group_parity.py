@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelbench.evaluation import TaskEvaluation, evaluate_task
+from pytest_modelbench.run.evaluation import TaskEvaluation, evaluate_task
 from pytest_modelbench.metrics.aggregate import score_task
 from pytest_modelbench.metrics.group_scores import score_group
-from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.tasks.groups import load_group
 from pytest_modelbench.tasks.task import prepare_task

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.metrics.aggregate import DocumentItems, document_column
-from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.task import prepare_task

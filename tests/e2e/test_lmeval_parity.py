@@ -17,8 +17,9 @@ import dataclasses
 
 import pytest
 
-from pytest_modelbench.evaluation import evaluate_task
-from pytest_modelbench.scoring.causal import CausalLMScorer, CausalTokenizer, EncodedRequest
+from pytest_modelbench.run.evaluation import evaluate_task
+from pytest_modelbench.scoring.causal import CausalLMScorer
+from pytest_modelbench.scoring.tokenization import CausalTokenizer, EncodedRequest
 from tests.fixtures.bangla_data import write_bangla_fixtures
 from tests.fixtures.lmeval_references import (
     ANY_CPU,

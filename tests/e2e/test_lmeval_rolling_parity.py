@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from tests.fixtures.lmeval_references import REFERENCE_DIR, reference_task, tolerance_for
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.scoring.score_cache import CACHE_FILE, ScoreCache
 from pytest_modelbench.scoring.server.scorer import connect

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 ARC_TASKS = [f"arc_challenge_mt_{lang}" for lang in "da de el es fi hu is it nb pl pt sv".split()]
 BANGLA_TASKS = ["bangla_commonsenseqa", "bangla_mmlu", "boolqa_bn", "openbookqa_bn", "piqa_bn"]
@@ -64,3 +66,25 @@ def test_without_model_items_are_skipped_with_a_reason(pytester):
     result = pytester.runpytest("suites/arc_mt", "-rs")
     result.assert_outcomes(skipped=12)
     result.stdout.fnmatch_lines(["*no --model given*"])
+
+
+
+@pytest.mark.parametrize(("text", "loader"), [
+    ("task: broken\n", "load_task_config"),
+    ("group: broken\ntask: [a, b]\n", "load_group"),
+])
+def test_an_unexpected_error_in_a_task_or_group_file_is_reported_as_a_collection_error(pytester, text, loader):
+    """A failure other than a ModelbenchError gets pytest's own report (the traceback); not an INTERNALERROR from
+    the one-line reporting of a ModelbenchError."""
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    pytester.mkdir("suites").joinpath("broken.yaml").write_text(text, encoding="utf-8")
+    pytester.makeconftest(
+        "from pytest_modelbench.pytest_plugin import plugin\n"
+        "def fail(*args, **kwargs):\n"
+        "    raise RuntimeError('unexpected failure while loading')\n"
+        f"plugin.{loader} = fail\n"
+    )
+    result = pytester.runpytest_subprocess("suites", "--collect-only", "-q")
+    assert result.ret == 2, result.stdout.str()
+    result.stdout.fnmatch_lines(["*RuntimeError: unexpected failure while loading*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

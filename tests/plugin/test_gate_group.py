@@ -71,7 +71,7 @@ def test_a_group_gates_its_aggregate_and_names_the_subgroup_that_regressed(pytes
 
 
 COUNTING_CONFTEST = """
-import pytest_modelbench.runner as runner
+import pytest_modelbench.run.runner as runner
 
 scored = []
 _evaluate_task = runner.evaluate_task

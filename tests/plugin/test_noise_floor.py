@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 from pytest_modelbench.gate.baseline_file import read
 from pytest_modelbench.gate.noise_floor import REASON_FLIPS, REASON_SHIFT
-from pytest_modelbench.runner import BenchRunner, RunOptions
+from pytest_modelbench.run.runner import BenchRunner, RunOptions
 from tests.fixtures.gate_tasks import pool_documents, write_task
 from tests.plugin.gate_project import SUITE, _one_torch_thread, baseline_file, run_gate  # noqa: F401 - fixture
 

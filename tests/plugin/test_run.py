@@ -131,7 +131,7 @@ def one_request_at_a_time(loaded, requests) -> list[float]:
     log-softmax at the continuation's positions (the tokenization seam is the engine's, CausalTokenizer)."""
     import torch
 
-    from pytest_modelbench.scoring.causal import CausalTokenizer
+    from pytest_modelbench.scoring.tokenization import CausalTokenizer
 
     encoder, values = CausalTokenizer(loaded.tokenizer), []
     with torch.inference_mode():

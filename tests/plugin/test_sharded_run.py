@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelbench import runner
+from pytest_modelbench.run import runner
 from pytest_modelbench.scoring.loading import load_model
 
 REPO = Path(__file__).resolve().parents[2]

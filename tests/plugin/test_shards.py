@@ -13,7 +13,7 @@ import pytest
 from pytest_modelbench.__main__ import EXIT_REFUSED, main
 from pytest_modelbench.record_integrity import sealed
 from pytest_modelbench.run_record import FORMAT
-from pytest_modelbench.sharding import ShardError, Unit, assign, join_units, parse_shard
+from pytest_modelbench.run.sharding import ShardError, Unit, assign, join_units, parse_shard
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     _one_torch_thread,
     bad_model,

@@ -15,7 +15,7 @@ from pytest_modelbench.gate.baseline_file import dumps, parse
 from pytest_modelbench.gate.policy import GateOptionError, GatePolicy, checked_weights
 from pytest_modelbench.gate.report import STATUS_COMPARED, GateResult, error_rate_line, properties
 from pytest_modelbench.run_record import RunRecordError, merge, read_record, record_text
-from pytest_modelbench.sharding import Shard
+from pytest_modelbench.run.sharding import Shard
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.groups import load_group_config
 from tests.fixtures.gate_records import make_record

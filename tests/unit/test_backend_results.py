@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_modelbench.errors import BackendError, DocumentError
-from pytest_modelbench.evaluation import evaluate_task
-from pytest_modelbench.fixtures import ModelbenchModel
+from pytest_modelbench.run.evaluation import evaluate_task
+from pytest_modelbench.pytest_plugin.fixtures import ModelbenchModel
 from pytest_modelbench.scoring.backend import BackendInfo
 from pytest_modelbench.scoring.masked import MaskedLMScorer
 from tests.fixtures.tiny_bert import build_tiny_bert

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from pytest_modelbench.errors import BackendResultError, ModelLoadError, NonFiniteResultError
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.scoring.backend import BackendInfo, DocumentRequest, LoglikelihoodRequest
 from pytest_modelbench.scoring.front import ScoringFront
 from pytest_modelbench.scoring.score_cache import ScoreCache

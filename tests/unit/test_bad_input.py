@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_modelbench.errors import BaselineError, DatasetError, DocumentError, ModelLoadError, TaskConfigError
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.gate.baseline_file import parse
 from pytest_modelbench.tasks.config import TaskConfig, load_task_config
 from pytest_modelbench.tasks.requests import DocumentRequests

@@ -12,9 +12,10 @@ from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.settings import resolve_tolerance
 from pytest_modelbench.gate.verdict import Verdict
-from pytest_modelbench.metrics.evidence import STEREOTYPE_PREFERENCE, derived_metrics
+from pytest_modelbench.metrics.evidence import DERIVED_METRICS, STEREOTYPE_PREFERENCE, derived_metrics
 from pytest_modelbench.metrics.registry import METRICS, Margin
 from pytest_modelbench.tasks.config import load_task_config
+from pytest_modelbench.tasks.metric_list import DERIVED_METRIC_INPUTS
 from tests.fixtures.gate_records import DIFF, STEREO, make_record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,3 +132,9 @@ def test_a_record_whose_metrics_are_not_the_inputs_gets_no_preference_entries():
     values = {"acc": np.ones(10)}
     record = make_record(values, metrics=[MetricInfo("acc", "higher", None, True)])
     assert {e.metric for e in compare(record, record, Tolerance()).entries} == {"acc"}
+
+
+def test_each_derived_metric_is_declared_with_the_inputs_the_gate_computes_it_from():
+    """A task YAML may set a derived metric's margin when it scores the inputs declared in tasks/metric_list.py; the
+    gate computes the metric from metrics/evidence.py: both must name the same metrics with the same inputs."""
+    assert {name: metric.inputs for name, metric in DERIVED_METRICS.items()} == DERIVED_METRIC_INPUTS

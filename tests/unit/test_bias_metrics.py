@@ -12,8 +12,10 @@ import pytest
 from pytest_modelbench.errors import DocumentError, TaskConfigError
 from pytest_modelbench.metrics import bias
 from pytest_modelbench.metrics.aggregate import MetricSummary, score_task
-from pytest_modelbench.metrics.registry import METRICS, resolve_metrics
-from pytest_modelbench.tasks.config import MetricSpec, TaskConfig
+from pytest_modelbench.metrics.registry import METRICS
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
+from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.metric_list import MetricSpec
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
 

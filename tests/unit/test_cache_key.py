@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelbench.runner import BenchRunner, RunOptions
+from pytest_modelbench.run.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.scoring.score_cache import (
     ScoreCache, request_key, tokenizer_fingerprint, weights_digest,

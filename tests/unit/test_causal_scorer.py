@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_modelbench.scoring.causal import CausalLMScorer, CausalTokenizer
+from pytest_modelbench.scoring.causal import CausalLMScorer
+from pytest_modelbench.scoring.tokenization import CausalTokenizer
 
 REQUESTS = [
     ("Question: Which gas?\nAnswer:", " Oxygen"),
@@ -78,7 +79,7 @@ def test_left_truncation_keeps_the_last_tokens(tiny_loaded):
 
 
 def test_an_unset_batch_size_is_auto_except_where_padding_can_change_results(tiny_loaded):
-    from pytest_modelbench.runner import BenchRunner, RunOptions
+    from pytest_modelbench.run.runner import BenchRunner, RunOptions
     from pytest_modelbench.scoring.causal import auto_batch_size
 
     fast = CausalLMScorer(tiny_loaded.model, tiny_loaded.tokenizer, batch_size="auto", fast=True)

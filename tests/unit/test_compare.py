@@ -15,7 +15,7 @@ from pytest_modelbench.gate.evidence.paired_tests import paired_test
 from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.metrics.registry import Margin
 from pytest_modelbench.gate.judge import gate_texts
-from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineUpdateExtension
+from pytest_modelbench.pytest_plugin.syrupy_extension import BaselineExtension, BaselineUpdateExtension
 from tests.fixtures.gate_records import STEREO, make_record
 
 TOL = Tolerance(absolute_margin=0.01, relative_margin=0.0, alpha=0.05)

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 from pytest_modelbench.errors import BaselineError, MetricError, TaskConfigError
-from pytest_modelbench.evaluation import TaskEvaluation
+from pytest_modelbench.run.evaluation import TaskEvaluation
 from pytest_modelbench.gate.baseline import Tolerance, record_from_evaluation
 from pytest_modelbench.gate.baseline_file import checksum, dumps, parse
 from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.metrics.aggregate import score_task
-from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.report import RESULTS_SCHEMA, results_document, task_results
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.identity import TaskId

@@ -331,7 +331,7 @@ def test_progress_shows_under_pytest_output_capture(pytester, tiny_model, data_m
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["lmeval_arc_challenge_mt_fi_5shot_limit20.json", "lmeval_bangla_mmlu_5shot.json"])
 def test_fast_path_matches_lm_eval_on_the_default_model(name, default_model, data_mirror, tmp_path):
-    from pytest_modelbench.evaluation import evaluate_task
+    from pytest_modelbench.run.evaluation import evaluate_task
     from tests.fixtures.bangla_data import write_bangla_fixtures
     from tests.fixtures.lmeval_references import assert_matches_lm_eval, reference_task, tolerance_for
 

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_modelbench.errors import DocumentError, TaskConfigError
 from pytest_modelbench.metrics.exact_match import exact_match_options
-from pytest_modelbench.metrics.filters import filter_pipelines
+from pytest_modelbench.tasks.filters import filter_pipelines
 from pytest_modelbench.tasks.generation_settings import generation_settings
 
 HERE = Path("task.yaml")

@@ -8,7 +8,7 @@ from pytest_modelbench.gate.baseline import Tolerance, record_from_evaluation
 from pytest_modelbench.gate.baseline_file import dumps
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.judge import gate_texts
-from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineUpdateExtension
+from pytest_modelbench.pytest_plugin.syrupy_extension import BaselineExtension, BaselineUpdateExtension
 from tests.fixtures.gate_records import provenance
 from tests.unit.test_compare import _stereoset
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from pytest_modelbench.gate.compare import compare
-from pytest_modelbench.gate.pytest_integration import GATE_KEY
 from pytest_modelbench.gate.verdict import Verdict
+from pytest_modelbench.pytest_plugin.gate_hooks import GATE_KEY
 from pytest_modelbench.tasks.config import load_task_config
+from pytest_modelbench.tasks.identity import identify
 from tests.fixtures.gate_records import DIFF, make_record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,8 +43,10 @@ modelbench:
 
 def tolerance(pytester, yaml_path: Path, *options: str):
     """The Tolerance the gate resolves for the task under these command-line options (no model, no data)."""
-    config = pytester.parseconfigure(*options)
-    return config.stash[GATE_KEY].tolerance(load_task_config(yaml_path, allow_task_code=True))
+    session = pytester.parseconfigure(*options).stash[GATE_KEY]
+    task_config = load_task_config(yaml_path, allow_task_code=True)
+    key = identify(task_config.source, task_config.task, session.suite_roots).key
+    return session.policy.tolerance(task_config, session.alpha_split, key)  # as the gate resolves a gated item's
 
 
 @pytest.mark.parametrize(("yaml_path", "metrics"), [

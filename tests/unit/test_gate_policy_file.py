@@ -13,7 +13,7 @@ from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.policy import GatePolicy
 from pytest_modelbench.metrics.registry import Margin
-from pytest_modelbench.tasks.config import GateTolerance
+from pytest_modelbench.tasks.gate_block import GateTolerance
 
 POLICY = GatePolicy(baselines_dir=Path("baselines"))
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pytest_modelbench.errors import ModelLoadError, TaskConfigError
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.generation_settings import GenerationSettings

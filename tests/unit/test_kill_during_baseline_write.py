@@ -17,7 +17,7 @@ from pathlib import Path
 from syrupy.data import Snapshot, SnapshotCollection
 
 from pytest_modelbench.gate.baseline_file import dumps, parse
-from pytest_modelbench.gate.syrupy_extension import BaselineExtension
+from pytest_modelbench.pytest_plugin.syrupy_extension import BaselineExtension
 from tests.fixtures.gate_records import make_record
 
 KILLS = 60

@@ -219,7 +219,7 @@ def test_progress_lines_count_documents(bert, monkeypatch):
 
 
 def test_the_runner_gives_masked_lms_the_batch_size_cache_and_progress(tmp_path, monkeypatch):
-    from pytest_modelbench.runner import BenchRunner, RunOptions
+    from pytest_modelbench.run.runner import BenchRunner, RunOptions
 
     monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(tmp_path / "cache"))
     bert_path = build_tiny_bert(tmp_path / "bert")

@@ -247,7 +247,7 @@ def _valid_record_document() -> dict:
     from pytest_modelbench.gate.compare import compare
     from pytest_modelbench.gate.report import GateResult
     from pytest_modelbench.run_record import record_text
-    from pytest_modelbench.sharding import Shard
+    from pytest_modelbench.run.sharding import Shard
 
     baseline = make_record({"pct_stereotype": [1.0, 0.0, 1.0, 1.0]}, ["a", "b", "a", "b"], metrics=[STEREO])
     result = GateResult.from_comparison(compare(baseline, baseline, Tolerance()), task="s/t", baseline="t.json",

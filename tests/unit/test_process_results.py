@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pytest_modelbench.errors import DocumentError, MetricError, TaskConfigError
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.gate.baseline import Tolerance, record_from_evaluation
 from pytest_modelbench.gate.baseline_file import dumps
 from pytest_modelbench.gate.verdict import Verdict
@@ -158,7 +158,7 @@ def test_a_direction_is_needed_for_a_metric_lm_eval_does_not_register(tmp_path):
     config = write_task(tmp_path)
     text = (tmp_path / "task.yaml").read_text().replace("    higher_is_better: true\n", "")
     (tmp_path / "task.yaml").write_text(text)
-    from pytest_modelbench.metrics.registry import resolve_metrics
+    from pytest_modelbench.metrics.task_metrics import resolve_metrics
 
     assert [m.direction.kind for m in resolve_metrics(config)] == ["higher", "higher"]  # acc: lm-eval's default
     with pytest.raises(TaskConfigError, match=r"metric_list\[0\].higher_is_better' is needed: 'mass'"):

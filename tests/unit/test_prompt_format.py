@@ -60,7 +60,7 @@ def test_labels_name_what_the_provenance_must_tell_apart():
 
 
 def test_fewshot_as_multiturn_option_follows_lm_eval_cli():
-    from pytest_modelbench import cli_options
+    from pytest_modelbench.pytest_plugin import cli_options
 
     assert cli_options.fewshot_as_multiturn(None, True) is True
     assert cli_options.fewshot_as_multiturn(None, False) is False

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from pytest_modelbench.errors import TaskConfigError
-from pytest_modelbench.evaluation import evaluate_task
-from pytest_modelbench.scoring.causal import CausalLMScorer, EncodedRequest
+from pytest_modelbench.run.evaluation import evaluate_task
+from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.scoring.rolling import rolling_windows
+from pytest_modelbench.scoring.tokenization import EncodedRequest
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.task import prepare_task
 
@@ -98,7 +99,7 @@ def test_a_re_run_takes_every_window_from_the_score_cache(tiny_loaded, tmp_path,
 
 def test_rolling_metric_lists_are_checked(tmp_path):
     with pytest.raises(TaskConfigError, match="unknown metric 'acc' in metric_list for a loglikelihood_rolling task"):
-        from pytest_modelbench.metrics.registry import resolve_metrics
+        from pytest_modelbench.metrics.task_metrics import resolve_metrics
 
         resolve_metrics(write_rolling_task(tmp_path, "metric_list:\n  - metric: acc\n"))
     config = write_rolling_task(tmp_path, "metric_list:\n  - metric: word_perplexity\n"

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from pytest_modelbench.errors import ModelLoadError, ServerError, TaskConfigError
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.scoring.score_cache import ScoreCache
 from pytest_modelbench.scoring.server.scorer import connect

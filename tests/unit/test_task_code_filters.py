@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pytest_modelbench.errors import DocumentError, TaskConfigError
-from pytest_modelbench.evaluation import evaluate_task
+from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.task import prepare_task
 

@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from pytest_modelbench.third_party_output import loading_output
+from pytest_modelbench.run.third_party_output import loading_output
 
 
 def noisy_load() -> str:

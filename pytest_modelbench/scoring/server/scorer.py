@@ -34,13 +34,14 @@ from pytest_modelbench.errors import RequestError, ServerAnswerError, ServerErro
 from pytest_modelbench.scoring.backend import (
     BackendInfo, GenerationRequest, LoglikelihoodRequest, OnBatch, RollingRequest, output_type_unsupported,
 )
-from pytest_modelbench.scoring.causal import DEFAULT_MAX_LENGTH, CausalTokenizer
+from pytest_modelbench.scoring.causal import DEFAULT_MAX_LENGTH
 from pytest_modelbench.scoring.front import TaskFront
 from pytest_modelbench.scoring.server import identity
 from pytest_modelbench.scoring.server.client import (
     CompletionsServer, Generated, ServedModel, ServerRefused, call_with_retries,
 )
 from pytest_modelbench.scoring.server.pool import ServerPool
+from pytest_modelbench.scoring.tokenization import CausalTokenizer
 
 DEFAULT_PROMPTS_PER_REQUEST = 16  # --batch-size auto
 GENERATION_PROTOCOL = "server-generation/1"  # bump when a change here changes the answers

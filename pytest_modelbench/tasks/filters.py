@@ -1,4 +1,6 @@
-"""lm-eval 0.4.13's `filter_list`: named pipelines that turn a generation into the answer that is scored.
+"""lm-eval 0.4.13's `filter_list`: named pipelines that turn a generation into the answer that is scored. They are
+built, and checked, when the task's YAML is read (tasks/config.py, as lm-eval's task builds its filter ensembles), and
+run over a task's generations by run/evaluation.py.
 
 Each pipeline's name becomes the suffix of its metric keys (`exact_match,strict-match`); without `filter_list` there is
 one pipeline, `none`, that takes the generation as it is. As in lm-eval (api/filter.py FilterEnsemble), each step maps
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from pytest_modelbench.errors import DocumentError, TaskCodeError, TaskConfigError
+from pytest_modelbench.tasks.task_code import Resolve, TaskFunction
 from pytest_modelbench.tasks.yaml_loader import FunctionRef
 
 # One document's responses as a step sees them: a list of responses, or after take_first one response (a string).
@@ -42,8 +45,6 @@ Responses = list[str] | str
 Step = Callable[[list[Responses], Sequence[Mapping[str, Any]], Sequence[str], str], list[Responses]]
 # A step of one document, for the built-in filters: (responses, document, where) -> responses.
 DocumentStep = Callable[[Responses, Mapping[str, Any], str], list[str]]
-# The task's `!function` resolver (tasks/config.py): refuses task code unless --allow-task-code is given.
-Resolve = Callable[[str, Any], Any]
 DEFAULT_REGEX = r"#### (\-?[0-9\.\,]+)"
 DEFAULT_FALLBACK = "[invalid]"
 
@@ -229,18 +230,12 @@ def _filter_class(cls: Any, kwargs: dict[str, Any], path: Path, where: str) -> S
                                 f"{instance!r:.80}, which has no apply(resps, docs) method; a function of (resps, "
                                 f"docs) goes in 'function: custom' with 'filter_fn: !function {dotted}'")
         try:
-            result = _task_function(f"{dotted}.apply", apply)(values, list(docs))
+            result = TaskFunction(f"{dotted}.apply", apply)(values, list(docs))
         except TaskCodeError as exc:
             raise DocumentError(f"{task_where}: filter {exc}") from None
         return _checked(result, wheres, task_where, f"filter !function {dotted}")
 
     return step
-
-
-def _task_function(dotted_name: str, function: Callable[..., Any]) -> Callable[..., Any]:
-    from pytest_modelbench.tasks.config import TaskFunction  # tasks/config.py imports this module
-
-    return TaskFunction(dotted_name, function)
 
 
 def _refuses(function: Any, *args: Any, **kwargs: Any) -> str | None:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pytest_modelbench.errors import BackendError, DocumentError, RequestError, TaskConfigError
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
-from pytest_modelbench.metrics.filters import filtered_answers
 from pytest_modelbench.metrics.process_results import document_values
-from pytest_modelbench.metrics.registry import resolve_metrics
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
+from pytest_modelbench.numeric import is_number
 from pytest_modelbench.scoring.backend import Backend
+from pytest_modelbench.tasks.filters import filtered_answers
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
 
@@ -149,7 +149,7 @@ def checked_results(backend: Backend, results: Any, requests: int, kind: str, wh
         raise BackendError(f"{where}: {_backend_name(backend)} returned {got} for {_count(requests, 'request')}; a "
                            f"backend returns one {kind} per request, in order")
     for i, value in enumerate(values):
-        if not (isinstance(value, str) if kind == "generation" else _is_number(value)):
+        if not (isinstance(value, str) if kind == "generation" else is_number(value)):
             raise BackendError(f"{where}: {_backend_name(backend)} returned {value!r} ({type(value).__name__}) as "
                                f"{kind} {i}, not {'text' if kind == 'generation' else 'a number'}")
     return values
@@ -157,10 +157,6 @@ def checked_results(backend: Backend, results: Any, requests: int, kind: str, wh
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _backend_name(backend: Backend) -> str:

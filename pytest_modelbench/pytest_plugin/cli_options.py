@@ -22,7 +22,7 @@ from pytest_modelbench.scoring.progress import default_interval
 
 
 def batch_size(value: str | None) -> int | str | None:
-    """`--batch-size`: a positive integer (ASCII digits) or 'auto'; None when not given (runner.py's
+    """`--batch-size`: a positive integer (ASCII digits) or 'auto'; None when not given (run/runner.py's
     `batch_size_for` then decides per output type)."""
     if value is None or value == "auto":
         return value

@@ -1,9 +1,10 @@
 """The gate's pytest layer: options, one check per gated item, and the session hooks; the gate itself is plain
-modules (policy.py, storage.py, judge.py, decision.py).
+modules (gate/policy.py, gate/storage.py, gate/judge.py, gate/decision.py).
 
-plugin.py makes four calls: `add_options` (pytest_addoption), `configure` (pytest_configure; registers
-`GateSession`, which holds the session hooks), `check_ready` (a gated item's runtest, before scoring) and
-`check_item` (after the evaluation).
+plugin.py calls `add_options` (pytest_addoption), `configure` (pytest_configure; registers `GateSession`, which
+holds the session hooks), `GateSession.count_gated` (pytest_collection_modifyitems, before --shard keeps one shard's
+items), `check_ready`, `early_stop` and `check_item` (a gated item's runtest: before scoring, how to score, after the
+evaluation), and `outcomes_json`, `outcome_json`, `pooled_json` for --results-json.
 
 It fails closed: without --score-only every task item is gated, and a baseline name with no baselines folder fails
 each item before anything is scored, naming the command that records them. --score-only scores and reports without
@@ -31,7 +32,6 @@ from typing import Any, Sequence
 import pytest
 from _pytest import junitxml
 
-from pytest_modelbench import cli_options
 from pytest_modelbench.errors import BaselineError, ModelbenchError
 from pytest_modelbench.gate import policy_file, pooled
 from pytest_modelbench.gate.alpha_split import AlphaSplit
@@ -51,13 +51,13 @@ from pytest_modelbench.gate.policy import (
     checked_weights,
 )
 from pytest_modelbench.gate.report import PROPERTY_PREFIX, STATUS_MISSING, STATUS_POLICY, GateResult, properties
-from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.settings import DEFAULT_TOLERANCE
 from pytest_modelbench.gate.storage import YAML_SUFFIXES, BaselineStore
-from pytest_modelbench.gate.syrupy_extension import BaselineExtension, BaselineSite, BaselineUpdateExtension
 from pytest_modelbench.metrics.group_scores import group_metrics
-from pytest_modelbench.metrics.registry import resolve_metrics
-from pytest_modelbench.tasks.identity import TaskId, identify, suites_under
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
+from pytest_modelbench.pytest_plugin import cli_options
+from pytest_modelbench.pytest_plugin.syrupy_extension import BaselineExtension, BaselineSite, BaselineUpdateExtension
+from pytest_modelbench.tasks.identity import TaskId, suites_under
 
 DEFAULT_BASELINES_DIR = "baselines"
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
@@ -252,13 +252,9 @@ class GateSession:
         """How the session's alpha is shared by its gated tasks."""
         return self.split or AlphaSplit(error_control=self.policy.error_control)
 
-    def tolerance(self, task_config: Any, metrics: Any = None) -> Tolerance:
-        key = identify(task_config.source, task_config.task, self.suite_roots).key
-        return self.policy.tolerance(task_config, self.alpha_split, key, metrics)
-
     def count_gated(self, items: Sequence[pytest.Item]) -> None:
-        """Weigh the session's gated items; called by --shard before it keeps one shard's items (plugin.py), so
-        that every shard splits alpha over the whole session."""
+        """Weigh the session's gated items; called before --shard keeps one shard's items (plugin.py,
+        pytest_collection_modifyitems), so that every shard splits alpha over the whole session."""
         gated = [item for item in items if is_gated(item)]
         try:
             self.split = self.policy.alpha_split({item.task_id.key: yaml_weight(item) for item in gated},
@@ -329,7 +325,7 @@ class GateSession:
 
     @staticmethod
     def _rescore(item: pytest.Item, evaluation: Any, runner: Any):
-        """--noise-floor: the item scored again by the runner's second backend (runner.py, noise_runner), and how."""
+        """--noise-floor: the item scored again by the runner's second backend (run/runner.py, noise_runner), and how."""
         def rescore() -> tuple[Any, str]:
             noise = runner.noise_runner()
             output_type = evaluation.prepared.config.output_type

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_modelbench.errors import ModelbenchError
-from pytest_modelbench.gate.pytest_integration import GATE_KEY
+from pytest_modelbench.pytest_plugin.gate_hooks import GATE_KEY
 from pytest_modelbench.report import format_table
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.listing import LISTING_HEADER, group_row, task_row

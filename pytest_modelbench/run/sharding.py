@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.tasks.datasets import mirror_files, resolved_data_files
 
 
 MAX_SHARDS = 10_000  # far more machines than any session's items; a larger N is a typo
@@ -80,6 +81,20 @@ def join_units(items: Sequence[tuple[str, Iterable[Hashable]]], costs: Mapping[H
     ]
 
 
+def item_shards(items: Sequence[tuple[str, Sequence[tuple[Path, str, Any]]]], count: int, data_dir: Path | None,
+                num_fewshot: int | None) -> dict[str, int]:
+    """Each item's shard (1-based) of `count`. `items`: (name, the tasks it scores as (task file, config hash, task
+    config); none for a custom test) in collection order."""
+    costs: dict[Hashable, float | None] = {}
+    for _, tasks in items:
+        for source, config_hash, config in tasks:
+            if (source, config_hash) not in costs:
+                costs[(source, config_hash)] = estimated_cost(config, data_dir, num_fewshot)
+    units = join_units([(name, [(source, config_hash) for source, config_hash, _ in tasks]) for name, tasks in items],
+                       costs)
+    return assign(units, count)
+
+
 def assign(units: Sequence[Unit], count: int) -> dict[str, int]:
     """Each item's shard (1-based): largest unit first, to the least loaded shard."""
     loads = [0.0] * count
@@ -94,8 +109,6 @@ def assign(units: Sequence[Unit], count: int) -> dict[str, int]:
 
 def estimated_cost(config: Any, data_dir: Path | None, num_fewshot: int | None) -> float | None:
     """The bytes of the task's evaluation split times (1 + shots); None when its data is not a local file."""
-    from pytest_modelbench.tasks.datasets import mirror_files, resolved_data_files
-
     split = config.eval_split
     mirrored = mirror_files(config, data_dir) or {}
     paths = [mirrored[split]] if split in mirrored else resolved_data_files(config, split)

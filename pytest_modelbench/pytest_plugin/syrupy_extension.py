@@ -5,7 +5,7 @@ carried by `BaselineSite`, the stand-in for a task item that syrupy's `PyTestLoc
 only knows Python test functions).
 
 Comparator: `matches` takes the gate's own outcome for the two texts (`BaselineExtension.decided`, set by
-pytest_integration, which also has the documents that aggregate metrics need), else parses both sides and
+gate_hooks.py, which also has the documents that aggregate metrics need), else parses both sides and
 applies the gate (judge.gate_texts); so a candidate whose scores drift inside the band *matches* its baseline and `--snapshot-update` never rewrites it. It does not match (and so
 `--snapshot-update` rewrites it) when the baseline is missing, corrupt, not comparable, or when an entry
 regressed — and, under `--snapshot-update` only (`BaselineUpdateExtension`), when an entry improved, which
@@ -13,7 +13,7 @@ raises the bar. `matches` never raises: syrupy would record the exception and sk
 
 Discovery is per task file: syrupy's own unused-snapshot logic is written for test modules and would mark
 the baselines of deselected tasks unused, so `discover_snapshots` returns only the file of the task being
-asserted and unused baselines are found by `pytest_integration` (task YAMLs on disk) and reported in syrupy's
+asserted and unused baselines are found by `gate_hooks.py` (task YAMLs on disk) and reported in syrupy's
 words.
 """
 
@@ -65,10 +65,10 @@ class BaselineExtension(AbstractSyrupyExtension):
     file_extension = "json"
     write_immediately = True  # one file per task: write at once, never hold payloads until session end
     include_improvements = False  # whether an improvement makes the stored baseline "not match"
-    # The gate's own outcome for (candidate text, stored text), set by pytest_integration before syrupy compares:
+    # The gate's own outcome for (candidate text, stored text), set by gate_hooks.py before syrupy compares:
     # syrupy passes only the texts, and the aggregate metrics need the candidate's documents as well.
     decided: tuple[str, str, GateOutcome] | None = None
-    # --noise-floor: every baseline is re-recorded with the noise floor just measured (set by pytest_integration)
+    # --noise-floor: every baseline is re-recorded with the noise floor just measured (set by gate_hooks.py)
     rerecord: bool = False
 
     def outcome(self, serialized_data: Any, snapshot_data: Any) -> GateOutcome:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_modelbench.report import task_results
-from pytest_modelbench.runner import BenchRunner
+from pytest_modelbench.run.runner import BenchRunner
 
 REPORT_ATTRIBUTE = "modelbench_task_results"
 

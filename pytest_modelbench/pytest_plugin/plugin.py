@@ -1,4 +1,7 @@
-"""pytest hooks: task YAMLs become items; options become a BenchRunner. No scoring logic lives here."""
+"""pytest hooks: task YAMLs become items; options become a BenchRunner. No scoring logic lives here.
+
+The entry point (pyproject's pytest11): the other modules of this package are called from here and never import it;
+what they read of the session is in stash_keys.py."""
 
 from __future__ import annotations
 
@@ -7,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelbench import cli_options, fixtures, inspection, recording
 from pytest_modelbench.errors import ModelbenchError
-from pytest_modelbench.gate import pytest_integration as gate
 from pytest_modelbench.metrics.group_scores import gated_members
-from pytest_modelbench.metrics.registry import resolve_metrics
-from pytest_modelbench.refusals import format_refusals
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
+from pytest_modelbench.pytest_plugin import cli_options, fixtures, inspection, recording, shards
+from pytest_modelbench.pytest_plugin import gate_hooks as gate
+from pytest_modelbench.pytest_plugin.refusals import format_refusals
+from pytest_modelbench.pytest_plugin.results_gathering import GatheredResults
+from pytest_modelbench.pytest_plugin.stash_keys import GATHERED_KEY, RUNNER_KEY, TASKS_KEY
 from pytest_modelbench.report import format_table, json_text, results_document, run_config
-from pytest_modelbench.results_gathering import GatheredResults
-from pytest_modelbench.runner import BenchRunner, RunOptions
+from pytest_modelbench.run.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
 from pytest_modelbench.scoring.progress import pytest_sink as progress_sink
 from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_config
@@ -23,13 +27,10 @@ from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
 from pytest_modelbench.tasks.groups import ScorableGroup, is_group_file, load_group
 from pytest_modelbench.tasks.identity import TaskId, TaskRegistry, identify
 
-RUNNER_KEY = pytest.StashKey[BenchRunner]()
 RESULTS_PATH_KEY = pytest.StashKey[Path | None]()
-GATHERED_KEY = pytest.StashKey[GatheredResults]()
 SCOPE_ROOTS_KEY = pytest.StashKey[frozenset]()
 TASK_FILES_KEY = pytest.StashKey[dict]()  # on a folder's collector: file path -> its TaskFile, or None
 REFUSED_KEY = pytest.StashKey[list]()  # (task file, error message) for each task file that cannot be loaded
-TASKS_KEY = pytest.StashKey[TaskRegistry]()  # the session's task files, by suite and task (tasks/identity.py)
 GROUP_INDEXES_KEY = pytest.StashKey[dict]()  # group member names by folder (tasks/groups.py TaskIndex), built once
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -73,14 +74,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("modelbench_data_dir", "local mirror of hub datasets", default="")
     gate.add_options(parser, parser.getgroup("modelbench"))  # baseline gate: --baseline-name, --gate-*, --md-report
     inspection.add_options(group)  # --show-prompts, --list-tasks
-    recording.add_options(group)  # --shard, --run-record
+    shards.add_options(group)  # --shard
+    recording.add_options(group)  # --run-record
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "modelbench: a task scored by pytest-modelbench")
     config.pluginmanager.register(fixtures, "modelbench-fixtures")  # modelbench_model, for custom tests
     gate.configure(config)  # registers the gate's session hooks (results, unused baselines, --md-report)
-    recording.configure(config)  # --shard, --run-record
+    shards.configure(config)  # --shard
+    recording.configure(config)  # --run-record
     config.stash[RESULTS_PATH_KEY] = cli_options.output_path(
         "--results-json", config.getoption("--results-json"), Path(config.invocation_params.dir)
     )
@@ -152,10 +155,25 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
 
 @pytest.hookimpl(trylast=True)  # after pytest's -k and -m
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    recording.select_shard(config, items, config.stash[RUNNER_KEY].options)
+    """The gate weighs the whole session's gated items, and the run record notes that session, before --shard keeps
+    this shard's items: every shard splits alpha over the whole session."""
+    options = config.stash[RUNNER_KEY].options
+    config.stash[gate.GATE_KEY].count_gated(items)
+    recording.note_session(config, items, options)
+    shards.keep_shard(config, items, options)
+    recording.note_tasks(config, items)
 
 
-class TaskFile(pytest.File):
+class _OneLineErrors:
+    """A task file's or item's ModelbenchError names the file and key: it is reported as its message, no traceback."""
+
+    def repr_failure(self, excinfo, *args, **kwargs):  # a collector's takes no style argument, an item's does
+        if isinstance(excinfo.value, ModelbenchError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, *args, **kwargs)  # type: ignore[misc]
+
+
+class TaskFile(_OneLineErrors, pytest.File):
     """A task YAML. Everything that needs no model and no data is checked here, so that a broken task is a
     collection error naming the file and key (also under --collect-only and without --model)."""
 
@@ -175,13 +193,8 @@ class TaskFile(pytest.File):
             item.add_marker(tag)
         yield item
 
-    def repr_failure(self, excinfo, style=None):
-        if isinstance(excinfo.value, ModelbenchError):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style)
 
-
-class GroupFile(pytest.File):
+class GroupFile(_OneLineErrors, pytest.File):
     """A group YAML (tasks/groups.py): one item gating the group's aggregates, its subgroups and tasks as categories;
     for a bundle (no aggregate_metric_list), one item per member. Its tasks are loaded and checked here, as a task
     file's are."""
@@ -207,10 +220,8 @@ class GroupFile(pytest.File):
             item.add_marker("modelbench")
             yield item
 
-    repr_failure = TaskFile.repr_failure
 
-
-class ModelbenchItem(pytest.Item):
+class ModelbenchItem(_OneLineErrors, pytest.Item):
     """A gated item: a task or a group."""
 
     def __init__(self, *, task_id: TaskId, **kwargs):
@@ -224,15 +235,10 @@ class ModelbenchItem(pytest.Item):
         gate.check_ready(self)  # fails closed, before scoring, when there are no baselines to compare with
         stopping = gate.early_stop(self, runner)  # --early-stop: scored in blocks until the verdict is settled
         evaluation = self.evaluate(runner, stopping)
-        gate.check_item(self, evaluation, runner, stopping)  # baseline gate: fails on a regression, see gate/pytest_integration.py
+        gate.check_item(self, evaluation, runner, stopping)  # baseline gate: fails on a regression, see gate_hooks.py
 
     def evaluate(self, runner: BenchRunner, stopping=None):
         raise NotImplementedError
-
-    def repr_failure(self, excinfo, style=None):
-        if isinstance(excinfo.value, ModelbenchError):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style)
 
 
 class GroupItem(ModelbenchItem):

@@ -22,9 +22,10 @@ from typing import Sequence
 import pytest
 
 from pytest_modelbench.errors import ModelbenchError, TaskConfigError
-from pytest_modelbench.evaluation import TaskEvaluation, checked_results
-from pytest_modelbench.metrics.registry import resolve_metrics
-from pytest_modelbench.runner import BenchRunner
+from pytest_modelbench.run.evaluation import TaskEvaluation, checked_results
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
+from pytest_modelbench.pytest_plugin.stash_keys import RUNNER_KEY, TASKS_KEY
+from pytest_modelbench.run.runner import BenchRunner
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL
 from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_config
 from pytest_modelbench.tasks.identity import TaskRegistry, identify
@@ -53,8 +54,6 @@ class ModelbenchModel:
         `task`: a path to a task YAML (relative paths from the rootdir), or a task name found in the
         `modelbench_suites` folders (in one suite only). A task this session already scored is not scored again.
         """
-        from pytest_modelbench.plugin import TASKS_KEY
-
         config = self._task_config(task)
         identity = identify(config.source, config.task, self._config.getini("modelbench_suites"))
         # Refuses another file of the same suite and name as a task of this session: its row would replace that one.
@@ -100,8 +99,6 @@ def _task_name(path: Path) -> str | None:
 
 @pytest.fixture(scope="session")
 def modelbench_model(pytestconfig: pytest.Config) -> ModelbenchModel:
-    from pytest_modelbench.plugin import RUNNER_KEY
-
     runner = pytestconfig.stash[RUNNER_KEY]
     if runner.options.model is None:
         pytest.skip(f"modelbench_model: no --model given (try --model={DEFAULT_MODEL})")

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from pytest_modelbench.errors import ModelbenchError, ModelLoadError
-from pytest_modelbench.evaluation import BlockScoring, TaskEvaluation, evaluate_task
 from pytest_modelbench.metrics.group_scores import GroupEvaluation, score_group
+from pytest_modelbench.run.evaluation import BlockScoring, TaskEvaluation, evaluate_task
+from pytest_modelbench.run.third_party_output import loading_output
 from pytest_modelbench.scoring.backend import Backend
 from pytest_modelbench.scoring.custom_backend import BackendFactory
 from pytest_modelbench.scoring.loading import (
@@ -21,7 +22,6 @@ from pytest_modelbench.tasks.groups import ScorableGroup
 from pytest_modelbench.tasks.identity import TaskId
 from pytest_modelbench.tasks.prompt_format import PromptFormat, prompt_format
 from pytest_modelbench.tasks.task import prepare_task
-from pytest_modelbench.third_party_output import loading_output
 
 if TYPE_CHECKING:
     from pytest_modelbench.gate.early_stop import EarlyStop

@@ -18,6 +18,9 @@ from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.policy import GatePolicy
 from pytest_modelbench.gate.storage import BaselineStore
+from pytest_modelbench.pytest_plugin import gate_hooks as gate
+from pytest_modelbench.pytest_plugin.session_identity import session_identity
+from pytest_modelbench.pytest_plugin.stash_keys import RUNNER_KEY
 from pytest_modelbench.tasks.identity import TaskId
 
 
@@ -27,7 +30,7 @@ class ProjectError(ModelbenchError):
 
 @dataclass(frozen=True)
 class ProjectGate:
-    session: dict[str, Any]  # as a shard's record states its session (recording.session_identity)
+    session: dict[str, Any]  # as a shard's record states its session (session_identity.py)
     policy: GatePolicy
     store: BaselineStore
     split: AlphaSplit
@@ -44,10 +47,6 @@ class _Collector:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from pytest_modelbench.gate import pytest_integration as gate
-        from pytest_modelbench.plugin import RUNNER_KEY
-        from pytest_modelbench.recording import session_identity
-
         config = session.config
         gate_session = config.stash[gate.GATE_KEY]
         if gate_session.policy_failure is not None:  # --baseline-ref: this checkout's policy is not the ref's
@@ -66,16 +65,8 @@ class _Collector:
 def _tolerance(gate_session: Any, item: pytest.Item, split: AlphaSplit) -> Tolerance:
     """The tolerance judge.py gives the item's candidate record: its YAML's gate block, the command line's and the
     scored metrics' margins (a group's: its aggregates over its tasks' metrics), its share of alpha."""
-    key = item.task_id.key  # type: ignore[attr-defined]
-    if hasattr(item, "group"):
-        from pytest_modelbench.metrics.group_scores import group_metrics
-        from pytest_modelbench.metrics.registry import resolve_metrics
-
-        group = item.group  # type: ignore[attr-defined]
-        metrics = [metric for metric, _ in group_metrics(
-            group.tree, {leaf.name: resolve_metrics(config) for leaf, config, _ in group.leaf_tasks})]
-        return gate_session.policy.tolerance(group.tree.config, split, key, metrics)
-    return gate_session.policy.tolerance(item.task_config, split, key)  # type: ignore[attr-defined]
+    config, metrics = gate.tolerance_inputs(item)
+    return gate_session.policy.tolerance(config, split, item.task_id.key, metrics)  # type: ignore[attr-defined]
 
 
 def project_gate(pytest_args: Sequence[str]) -> ProjectGate:
