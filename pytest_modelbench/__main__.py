@@ -3,9 +3,9 @@ shards, recomputed in this checkout.
 
 The merge collects the session here with PYTEST_ARGS (the shards' selection and gate options, without --model,
 --shard and --run-record; merge_project.py), so the gate policy is this checkout's; it recomputes every verdict from
-the records' evidence (run_record.py), prints the scores and the gate's summary as the one process would, writes the
-reports asked for, and exits as pytest would have (0 passed, 1 a task or test failed or a baseline is unused);
-records that cannot be merged exit 4 (as a pytest usage error) with one line naming them.
+the records' evidence (outputs/record_merge.py), prints the scores and the gate's summary as the one process
+would, writes the reports asked for, and exits as pytest would have (0 passed, 1 a task or test failed or a baseline
+is unused); records that cannot be merged exit 4 (as a pytest usage error) with one line naming them.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from typing import Sequence
 from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.pytest_plugin.merge_project import project_gate
-from pytest_modelbench.report import format_table
-from pytest_modelbench.run_record import merge, read_record
+from pytest_modelbench.outputs.record_merge import merge
+from pytest_modelbench.outputs.run_record import read_record
+from pytest_modelbench.outputs.session_reports import terminal_section, write_reports
+from pytest_modelbench.text_format import format_table
 
 EXIT_REFUSED = 4
 
@@ -46,7 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     try:
         records = [read_record(path) for path in args.records]
-        merged = merge(records, project_gate(pytest_args))
+        project = project_gate(pytest_args)
+        merged = merge(records, session=project.session, policy=project.policy, store=project.store,
+                       split=project.split, identities=project.identities, tolerances=project.tolerances)
     except ModelbenchError as exc:
         print(f"modelbench merge: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
@@ -55,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("modelbench scores")
         for line in format_table(("task", "category", "metric", "value ± stderr", "n"), rows):
             print(line)
-    title, lines = merged.decision.terminal_section()
+    title, lines = terminal_section(merged.decision)
     if lines:
         print(title)
         for line in lines:
@@ -63,8 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     outputs = []
     if args.results_json is not None:
         outputs.append(("--results-json", args.results_json, merged.results_json()))
-    merged.decision.write_reports(md_report=args.md_report, html_report=args.html_report,
-                                  write=lambda option, path, text: outputs.append((option, path, text)))
+    write_reports(merged.decision, md_report=args.md_report, html_report=args.html_report,
+                  write=lambda option, path, text: outputs.append((option, path, text)))
     for option, path, text in outputs:
         try:
             write_text_atomic(path, text)

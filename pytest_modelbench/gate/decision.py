@@ -1,32 +1,23 @@
-"""The session's decision: every gated task's result, the unused baselines, the exit status and the reports.
+"""The session's decision: every gated task's result, the unused baselines and the exit status.
 
 Error control is fixed before anything is scored: every task is gated at its alpha × its weight / the weights of the
 tasks gated in the session summed (gate/alpha_split.py; all of its alpha under --gate-error-control=task), so a task's
 verdict does not depend on where it ran (one process, an xdist worker, a shard) and the session's false-block rate is
 bounded by the union of the tasks' (docs/baseline-gate.md, "Error rates"); each suite's pooled entries are one more
 family of that split, judged here from the tasks' results once all of them are in. The decision gathers the results and says
-what the session as a whole gives; the pytest layer (gate/pytest_integration.py) and a merge of shards (run_record.py)
-both report through it.
+what the session as a whole gives; it renders nothing: the pytest layer and a merge of shards (outputs/record_merge.py)
+both report it through outputs/session_reports.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pytest_modelbench.gate.early_stop_pooled import settle_pooled
 from pytest_modelbench.gate.evidence.pooling import PoolingStats
-from pytest_modelbench.gate.html_report import html_page
 from pytest_modelbench.gate.pooled import PooledEntry, suite_pooled_entries
-from pytest_modelbench.gate.report import (
-    STATUS_COMPARED,
-    GateResult,
-    markdown,
-    pooled_lines,
-    sorted_results,
-    terminal_lines,
-)
+from pytest_modelbench.gate.result import STATUS_COMPARED, GateResult, sorted_results
 from pytest_modelbench.gate.verdict import Verdict
 
 EXIT_STATUS_FAIL = 1  # pytest's "tests failed"; syrupy's for unused baselines
@@ -165,49 +156,3 @@ class SessionDecision:
     def outcome_json(self) -> dict[str, Any]:
         """The session's outcome for --results-json and --junitxml."""
         return self.outcome().as_json()
-
-    def terminal_section(self, *, baselines_missing: str | None = None, update: bool = False) -> tuple[str, list[str]]:
-        """The summary's section title and lines (no lines: nothing to say)."""
-        if self.score_only:
-            if not self.results:
-                return "", []
-            return "modelbench gate: not run (--score-only)", [
-                f"no gate ran: the scores of {len(self.results)} task(s) were compared with no baseline; "
-                "they pass no release gate"
-            ]
-        lines: list[str] = [self.outcome().headline()] if self.results or self.unused else []
-        if self.results and baselines_missing:
-            lines.append(baselines_missing)
-        if self.results:
-            pooled = self.pooled()
-            lines += terminal_lines(self.results, custom_tests=len(self.custom_tests), pooled=pooled)
-            lines += pooled_lines(pooled, by_merge=sorted(self.pooled_weights) if self.pooled_by_merge else [],
-                                  updating=self.updating, problems=self.pooled_problems)
-        lines += self._unused_lines(update)
-        return f"modelbench gate (baseline '{self.baseline_name}')", lines
-
-    def write_reports(self, *, md_report: Path | None, html_report: Path | None,
-                      write: Callable[[str, Path, str], None]) -> None:
-        """The markdown and HTML reports, through `write(option, path, text)`."""
-        unused = [self.display(u) for u in sorted(self.unused)]
-        pooled = self.pooled()
-        outcome = self.outcome()
-        if md_report is not None:
-            write("--md-report", md_report, markdown(self.results, self.baseline_name, outcome, unused, pooled))
-        if html_report is not None:
-            write("--html-report", html_report, html_page(self.results, self.baseline_name, outcome, unused, pooled))
-
-    def _unused_lines(self, update: bool) -> list[str]:
-        if not self.unused:
-            return []
-        count = len(self.unused)
-        noun = "baseline" if count == 1 else "baselines"
-        if self.deleted:
-            lines = [f"{count} unused {noun} deleted."]
-            lines += [f"Deleted {Path(p).stem} ({self.display(p)})" for p in sorted(self.deleted)]
-            return lines
-        lines = [f"{count} {noun} unused."]
-        lines += [f"Unused {Path(p).stem} ({self.display(p)})" for p in sorted(self.unused)]
-        if not update:
-            lines.append("Re-run pytest with --snapshot-update to delete unused baselines.")
-        return lines

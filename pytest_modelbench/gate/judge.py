@@ -39,10 +39,11 @@ from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem
 from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import TaskComparison, compare
 from pytest_modelbench.gate.early_stop import EarlyStop, restricted
+from pytest_modelbench.gate.failure_messages import failure_message, rebaseline_message
 from pytest_modelbench.gate.noise_floor import NoiseWarning, below_noise, binary_metrics, measure, warning_text
 from pytest_modelbench.gate.policy import GatePolicy
 from pytest_modelbench.gate.provenance import provenance, stored_provenance
-from pytest_modelbench.gate.report import (
+from pytest_modelbench.gate.result import (
     STATUS_CREATED,
     STATUS_INVALID,
     STATUS_MISSING,
@@ -50,8 +51,6 @@ from pytest_modelbench.gate.report import (
     STATUS_REBASELINE,
     STATUS_UPDATED,
     GateResult,
-    failure_message,
-    rebaseline_message,
     score_rows,
 )
 from pytest_modelbench.gate.storage import BaselineStore

@@ -115,7 +115,7 @@ def pooled_entries(suite: str, stats_by_task: Mapping[str, Sequence[PoolingStats
 
 def suite_pooled_entries(suite: str, compared: Sequence[Any], weight: float, *, session_split: bool
                          ) -> tuple[list[PooledEntry], dict[str, list[PoolingStats]]]:
-    """(the suite's pooled entries, the statistics they pool by task) from its compared tasks' results (gate/report.py
+    """(the suite's pooled entries, the statistics they pool by task) from its compared tasks' results (gate/result.py
     GateResult: task, alpha, total_weight and the recorded `pooling`), the family at the suite's `weight` of the
     session's split (`session_split`), else at the tasks' alpha."""
     alpha = min(r.alpha for r in compared if r.alpha is not None)

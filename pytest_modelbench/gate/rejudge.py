@@ -25,7 +25,7 @@ from pytest_modelbench.gate.baseline_file import parse_or_problem
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.noise_floor import below_noise, binary_metrics
 from pytest_modelbench.gate.provenance import stored_provenance
-from pytest_modelbench.gate.report import GateResult
+from pytest_modelbench.gate.result import GateResult
 from pytest_modelbench.tasks.requests import DocumentRequests
 
 

@@ -50,13 +50,15 @@ from pytest_modelbench.gate.policy import (
     checked_policy,
     checked_weights,
 )
-from pytest_modelbench.gate.report import PROPERTY_PREFIX, STATUS_MISSING, STATUS_POLICY, GateResult, properties
+from pytest_modelbench.gate.result import STATUS_MISSING, STATUS_POLICY, GateResult
 from pytest_modelbench.gate.settings import DEFAULT_TOLERANCE
 from pytest_modelbench.gate.storage import YAML_SUFFIXES, BaselineStore
 from pytest_modelbench.metrics.group_scores import group_metrics
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.pytest_plugin import cli_options
 from pytest_modelbench.pytest_plugin.syrupy_extension import BaselineExtension, BaselineSite, BaselineUpdateExtension
+from pytest_modelbench.outputs.result_properties import PROPERTY_PREFIX, properties, result_from_properties
+from pytest_modelbench.outputs.session_reports import terminal_section, write_reports
 from pytest_modelbench.tasks.identity import TaskId, suites_under
 
 DEFAULT_BASELINES_DIR = "baselines"
@@ -389,7 +391,7 @@ class GateSession:
                 self.decision.custom_tests.add(report.nodeid)  # pytest's totals count these beside the task items
         if report.when != "call":
             return
-        result = GateResult.from_properties(report.user_properties, report.nodeid, failed=report.failed)
+        result = result_from_properties(report.user_properties, report.nodeid, failed=report.failed)
         if result is not None:
             self.decision.results.append(result)
 
@@ -427,8 +429,8 @@ class GateSession:
         junit = config.stash.get(junitxml.xml_key, None)
         if junit is not None:  # written by pytest's own sessionfinish, after this one
             junit.add_global_property(OUTCOME_PROPERTY, json.dumps(outcome.as_json(), ensure_ascii=False))
-        decision.write_reports(
-            md_report=self.md_report, html_report=self.html_report,
+        write_reports(
+            decision, md_report=self.md_report, html_report=self.html_report,
             write=lambda option, path, text: cli_options.write_output(session, option, path, text),
         )
 
@@ -477,7 +479,7 @@ class GateSession:
         if hasattr(config, "workerinput"):
             return
         missing = self.store.missing_message() if self.store.missing else None
-        title, lines = self.decision.terminal_section(baselines_missing=missing, update=self.policy.update)
+        title, lines = terminal_section(self.decision, baselines_missing=missing, update=self.policy.update)
         lines = lines + [self.policy_note] if self.policy_note else lines
         if not lines:
             return

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.pytest_plugin.gate_hooks import GATE_KEY
-from pytest_modelbench.report import format_table
+from pytest_modelbench.text_format import format_table
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.listing import LISTING_HEADER, group_row, task_row
 from pytest_modelbench.tasks.preview import preview_lines

@@ -1,7 +1,7 @@
 """The merging project's own gate, derived as pytest derives it: the merge collects the session (`pytest
 --collect-only`, in this process, nothing scored) in the current directory with the pytest arguments it is given, so
 the gate policy, the plan of gated tasks, each task's tolerance and the baselines are this checkout's and these
-options', never a record's claim (run_record.py compares the records with them).
+options', never a record's claim (outputs/record_merge.py compares the records with them).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pytest_modelbench.pytest_plugin import gate_hooks as gate
 from pytest_modelbench.pytest_plugin.refusals import format_refusals
 from pytest_modelbench.pytest_plugin.results_gathering import GatheredResults
 from pytest_modelbench.pytest_plugin.stash_keys import GATHERED_KEY, RUNNER_KEY, TASKS_KEY
-from pytest_modelbench.report import format_table, json_text, results_document, run_config
+from pytest_modelbench.outputs.results import json_text, results_document, run_config
 from pytest_modelbench.run.runner import BenchRunner, RunOptions
 from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
 from pytest_modelbench.scoring.progress import pytest_sink as progress_sink
@@ -26,6 +26,7 @@ from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_c
 from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
 from pytest_modelbench.tasks.groups import ScorableGroup, is_group_file, load_group
 from pytest_modelbench.tasks.identity import TaskId, TaskRegistry, identify
+from pytest_modelbench.text_format import format_table
 
 RESULTS_PATH_KEY = pytest.StashKey[Path | None]()
 SCOPE_ROOTS_KEY = pytest.StashKey[frozenset]()

@@ -20,8 +20,8 @@ from pytest_modelbench.pytest_plugin import gate_hooks as gate
 from pytest_modelbench.pytest_plugin.session_identity import session_identity
 from pytest_modelbench.pytest_plugin.shards import SHARD_KEY
 from pytest_modelbench.pytest_plugin.stash_keys import GATHERED_KEY, RUNNER_KEY
-from pytest_modelbench.report import run_config
-from pytest_modelbench.run_record import record_text
+from pytest_modelbench.outputs.results import run_config
+from pytest_modelbench.outputs.run_record import record_text
 
 RECORDER_KEY = pytest.StashKey["RunRecorder"]()
 _WORKER_OUTPUT_KEY = "modelbench_run_record"
@@ -62,7 +62,7 @@ class RunRecorder:
 
     def __init__(self, path: Path):
         self.path = path
-        self.session: dict[str, Any] | None = None  # the session's identity (run_record.py), before the split
+        self.session: dict[str, Any] | None = None  # the session's identity (outputs/run_record.py), before the split
         self.tasks: dict[str, str] = {}  # the gated tasks this shard runs: key → node id
         self.outcomes: dict[str, str] = {}  # every item run: node id → passed | failed | skipped
         self.evidence: dict[str, dict[str, Any]] = {}  # node id → its evidence (gate_hooks.py)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_modelbench.report import task_results
+from pytest_modelbench.outputs.results import task_results
 from pytest_modelbench.run.runner import BenchRunner
 
 REPORT_ATTRIBUTE = "modelbench_task_results"

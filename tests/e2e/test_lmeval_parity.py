@@ -31,11 +31,12 @@ from tests.fixtures.lmeval_references import (
 )
 
 # generate_until, loglikelihood_rolling, loglikelihood, process_results, chat-template, task-code filter and group
-# references: test_lmeval_{generation,rolling,loglikelihood,process_results,chat,filter,group}_parity.py
+# references: test_lmeval_{generation,rolling,loglikelihood,process_results,chat,filter,group}_parity.py; BBQ's:
+# test_bbq_parity.py
 MC_REFERENCES = sorted(p.name for p in REFERENCE_DIR.glob("lmeval_*.json") if "crows" not in p.name and not
                        p.name.startswith(("lmeval_gen_", "lmeval_rolling_", "lmeval_loglikelihood_",
                                           "lmeval_process_results_", "lmeval_chat_", "lmeval_filter_",
-                                          "lmeval_group_")))
+                                          "lmeval_group_", "lmeval_bbq_")))
 
 
 @pytest.fixture(scope="module")

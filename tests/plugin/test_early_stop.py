@@ -8,7 +8,7 @@ import json
 import jsonschema
 import pytest
 
-from pytest_modelbench.report import RESULTS_SCHEMA
+from pytest_modelbench.outputs.results import RESULTS_SCHEMA
 from tests.fixtures.skilled_quiz import lost_share, write_quiz
 
 TASK = "quiz_a"

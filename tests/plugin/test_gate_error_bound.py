@@ -8,8 +8,9 @@ import json
 import jsonschema
 import pytest
 
-from pytest_modelbench.gate.report import STATUS_COMPARED, GateResult, error_rate_line
-from pytest_modelbench.report import RESULTS_SCHEMA
+from pytest_modelbench.gate.result import STATUS_COMPARED, GateResult
+from pytest_modelbench.outputs.gate_summary import error_rate_line
+from pytest_modelbench.outputs.results import RESULTS_SCHEMA
 from tests.fixtures.gate_tasks import pool_documents
 from tests.plugin.gate_project import _one_torch_thread, make_project, run_gate  # noqa: F401 - fixtures
 

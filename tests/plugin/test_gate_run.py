@@ -179,7 +179,7 @@ def check_results_json(path, baseline_model):
     """The regressed run's --results-json: valid against the shipped schema, with the failure table's entries."""
     import jsonschema
 
-    from pytest_modelbench.report import RESULTS_SCHEMA
+    from pytest_modelbench.outputs.results import RESULTS_SCHEMA
 
     document = json.loads(path.read_text())
     jsonschema.validate(document, json.loads(RESULTS_SCHEMA.read_text()))

@@ -8,7 +8,7 @@ import json
 import jsonschema
 import pytest
 
-from pytest_modelbench.report import RESULTS_SCHEMA
+from pytest_modelbench.outputs.results import RESULTS_SCHEMA
 from tests.fixtures.gate_tasks import pool_documents
 from tests.plugin.gate_project import _one_torch_thread, gate_heads, make_project, run_gate  # noqa: F401 - fixtures
 

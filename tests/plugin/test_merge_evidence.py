@@ -15,7 +15,7 @@ import pytest
 
 from pytest_modelbench.__main__ import EXIT_REFUSED, main
 from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem
-from pytest_modelbench.record_integrity import KEY_ENV, sealed
+from pytest_modelbench.outputs.record_integrity import KEY_ENV, sealed
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     SUITE,
     _one_torch_thread,

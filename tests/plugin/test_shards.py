@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from pytest_modelbench.__main__ import EXIT_REFUSED, main
-from pytest_modelbench.record_integrity import sealed
-from pytest_modelbench.run_record import FORMAT
+from pytest_modelbench.outputs.record_integrity import sealed
+from pytest_modelbench.outputs.run_record import FORMAT
 from pytest_modelbench.run.sharding import ShardError, Unit, assign, join_units, parse_shard
 from tests.plugin.gate_project import (  # noqa: F401 - fixtures
     _one_torch_thread,

@@ -13,8 +13,11 @@ from pytest_modelbench.gate.alpha_split import AlphaSplit, UnweighedItemError
 from pytest_modelbench.gate.baseline import Tolerance, comparability_problems
 from pytest_modelbench.gate.baseline_file import dumps, parse
 from pytest_modelbench.gate.policy import GateOptionError, GatePolicy, checked_weights
-from pytest_modelbench.gate.report import STATUS_COMPARED, GateResult, error_rate_line, properties
-from pytest_modelbench.run_record import RunRecordError, merge, read_record, record_text
+from pytest_modelbench.gate.result import STATUS_COMPARED, GateResult
+from pytest_modelbench.outputs.gate_summary import alpha_share, error_rate_line
+from pytest_modelbench.outputs.record_merge import merge
+from pytest_modelbench.outputs.result_properties import properties, result_from_properties
+from pytest_modelbench.outputs.run_record import RunRecordError, read_record, record_text
 from pytest_modelbench.run.sharding import Shard
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.groups import load_group_config
@@ -139,13 +142,13 @@ def test_the_reports_say_how_alpha_is_weighted():
         "false blocks: at most 0.05 for the 4 gated task(s) together when nothing regressed past its margin "
         "(0.00833 per task, 0.025 for a; weighted: a 3, others 1)"
     )
-    assert [r.alpha_share for r in results[:2]] == ["0.025 (50%)", "0.00833 (16.7%)"]
+    assert [alpha_share(r) for r in results[:2]] == ["0.025 (50%)", "0.00833 (16.7%)"]
     per_task = [compared("a", 3, 3, tasks=1), compared("b", 1, 1, tasks=1)]
     assert "(--gate-error-control=task; the tasks' weights are not used)" in error_rate_line(per_task)
     # carried through the junit properties (xdist workers, run records)
-    again = GateResult.from_properties(properties(results[0]))
+    again = result_from_properties(properties(results[0]))
     assert (again.weight, again.total_weight, again.level) == (3, 6, pytest.approx(0.025))
-    old = GateResult.from_properties([("modelbench.gate", json.dumps({
+    old = result_from_properties([("modelbench.gate", json.dumps({
         "task": "a", "status": STATUS_COMPARED, "baseline": "a.json", "baseline_name": "default", "alpha": 0.05,
         "tasks": 4}))])
     assert (old.weight, old.total_weight, old.level) == (1.0, 4.0, 0.05 / 4)
@@ -163,4 +166,5 @@ def test_shards_that_split_alpha_by_other_weights_are_not_merged(tmp_path):
         paths.append(path)
     with pytest.raises(RunRecordError, match=r"their split of alpha \(the number of tasks sharing it, their weights\) "
                                              r"differ \('weights': \{'bias/crows_pairs_english': 3.0\} vs \{\}\)"):
-        merge([read_record(path) for path in paths], project=None)  # refused before the project is read
+        merge([read_record(path) for path in paths], session={}, policy=None, store=None,  # type: ignore[arg-type]
+              split=None, identities={}, tolerances={})  # refused before the project is read

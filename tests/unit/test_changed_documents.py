@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pytest_modelbench.gate.changed_documents import most_changed
-from pytest_modelbench.gate.html_report import _changes
+from pytest_modelbench.outputs.html_report import _changes
 from pytest_modelbench.tasks.requests import DocumentRequests
 from tests.fixtures.gate_records import make_record
 

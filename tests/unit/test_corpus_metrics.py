@@ -22,7 +22,7 @@ from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.metrics.aggregate import score_task
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
-from pytest_modelbench.report import RESULTS_SCHEMA, results_document, task_results
+from pytest_modelbench.outputs.results import RESULTS_SCHEMA, results_document, task_results
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.identity import TaskId
 from pytest_modelbench.tasks.requests import DocumentRequests

@@ -17,7 +17,7 @@ from pytest_modelbench.errors import DocumentError, MetricError, ModelLoadError,
 from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.metrics.loglikelihood import aggregate_perplexity
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
-from pytest_modelbench.report import RESULTS_SCHEMA, results_document, task_results
+from pytest_modelbench.outputs.results import RESULTS_SCHEMA, results_document, task_results
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.identity import TaskId

@@ -245,8 +245,8 @@ JSON_VALUES = st.recursive(
 def _valid_record_document() -> dict:
     from pytest_modelbench.gate.baseline import Tolerance
     from pytest_modelbench.gate.compare import compare
-    from pytest_modelbench.gate.report import GateResult
-    from pytest_modelbench.run_record import record_text
+    from pytest_modelbench.gate.result import GateResult
+    from pytest_modelbench.outputs.run_record import record_text
     from pytest_modelbench.run.sharding import Shard
 
     baseline = make_record({"pct_stereotype": [1.0, 0.0, 1.0, 1.0]}, ["a", "b", "a", "b"], metrics=[STEREO])
@@ -275,8 +275,8 @@ def _paths(value, prefix=()):
 def test_a_run_record_with_any_value_anywhere_is_read_or_refused_by_name(examples, monkeypatch):
     """A record resealed after any one value in it was replaced by any JSON value (so the digest holds and the
     reader's own checks are what is tested) reads, or is a RunRecordError naming the record: never another error."""
-    from pytest_modelbench.record_integrity import KEY_ENV, sealed
-    from pytest_modelbench.run_record import RunRecordError, read_record
+    from pytest_modelbench.outputs.record_integrity import KEY_ENV, sealed
+    from pytest_modelbench.outputs.run_record import RunRecordError, read_record
 
     monkeypatch.delenv(KEY_ENV, raising=False)
     document = _valid_record_document()
@@ -303,7 +303,7 @@ def test_a_run_record_with_any_value_anywhere_is_read_or_refused_by_name(example
 
 @pytest.mark.parametrize("examples", EXAMPLES)
 def test_any_bytes_as_a_run_record_are_refused_by_name(examples):
-    from pytest_modelbench.run_record import RunRecordError, read_record
+    from pytest_modelbench.outputs.run_record import RunRecordError, read_record
 
     folder = Path(tempfile.mkdtemp())
 

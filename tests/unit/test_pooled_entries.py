@@ -10,11 +10,14 @@ from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.decision import SessionDecision
 from pytest_modelbench.gate.policy import GateOptionError, GatePolicy, checked_weights
+from pytest_modelbench.gate.evidence.paired import paired_standard_error
 from pytest_modelbench.gate.evidence.pooling import PoolingStats
 from pytest_modelbench.gate.pooled import pooled_entries, pooled_suites
-from pytest_modelbench.gate.report import GateResult, pooled_lines, properties
-from pytest_modelbench.gate.evidence.paired import paired_standard_error
+from pytest_modelbench.gate.result import GateResult
 from pytest_modelbench.gate.verdict import Verdict
+from pytest_modelbench.outputs.result_properties import properties, result_from_properties
+from pytest_modelbench.outputs.session_reports import terminal_section
+from pytest_modelbench.outputs.terminal import pooled_lines
 from tests.fixtures.gate_records import make_record
 
 ACC = MetricInfo("acc", "higher", None, True)
@@ -72,7 +75,7 @@ def test_the_stats_travel_in_the_results_properties():
     (baseline, candidate), _, _, tolerance = _task("t0", rng)
     result = GateResult.from_comparison(compare(baseline, candidate, tolerance), task="quiz/t0", baseline="b.json",
                                         baseline_name="default")
-    again = GateResult.from_properties(properties(result))
+    again = result_from_properties(properties(result))
     assert [PoolingStats.from_json(raw) for raw in again.pooling] == list(compare(baseline, candidate,
                                                                                   tolerance).pooling)
 
@@ -87,7 +90,7 @@ def test_the_session_decision_judges_pooled_entries_at_the_suites_share_of_alpha
     [entry] = decision.pooled()
     assert entry.level == pytest.approx(0.05 * 1.5 / 4.5)
     assert decision.pooled_regressed
-    title, lines = decision.terminal_section()
+    title, lines = terminal_section(decision)
     assert any("the gate fails: 1 pooled entry regressed (quiz acc)" in line for line in lines)
     assert pooled_lines([], by_merge=["quiz"])[1].startswith("pooled entries of quiz: judged when")
     decision.pooled_by_merge = True

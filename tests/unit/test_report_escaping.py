@@ -10,7 +10,8 @@ import numpy as np
 from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.decision import SessionOutcome
-from pytest_modelbench.gate.report import GateResult, markdown
+from pytest_modelbench.gate.result import GateResult
+from pytest_modelbench.outputs.markdown import markdown
 from tests.fixtures.gate_records import make_record
 
 ACC = MetricInfo("acc", "higher", None, True)

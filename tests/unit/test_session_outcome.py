@@ -11,8 +11,9 @@ import jsonschema
 import pytest
 
 from pytest_modelbench.gate.decision import SessionDecision
-from pytest_modelbench.gate.report import STATUS_COMPARED, GateResult
-from pytest_modelbench.report import RESULTS_SCHEMA, results_document
+from pytest_modelbench.gate.result import STATUS_COMPARED, GateResult
+from pytest_modelbench.outputs.results import RESULTS_SCHEMA, results_document
+from pytest_modelbench.outputs.session_reports import terminal_section, write_reports
 
 TASK_NODE = "suites/probe/gate_probe.yaml::gate_probe"
 
@@ -45,9 +46,9 @@ FAILING = {
 def _headlines(decision: SessionDecision) -> dict[str, str]:
     """Each report's headline: the words that say whether the gate passed."""
     written = {}
-    decision.write_reports(md_report="gate.md", html_report="gate.html",  # type: ignore[arg-type]
-                           write=lambda option, path, text: written.__setitem__(option, text))
-    _, lines = decision.terminal_section()
+    write_reports(decision, md_report="gate.md", html_report="gate.html",  # type: ignore[arg-type]
+                  write=lambda option, path, text: written.__setitem__(option, text))
+    _, lines = terminal_section(decision)
     document = results_document([], {}, decision.outcomes_json(), decision.pooled_json(), decision.outcome_json())
     jsonschema.validate(document["outcome"], json.loads(RESULTS_SCHEMA.read_text())["properties"]["outcome"])
     return {

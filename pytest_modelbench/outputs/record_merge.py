@@ -1,20 +1,14 @@
-"""Run records and their merge: one verdict from a session run as shards on many machines.
+"""The merge of a session's run records (outputs/run_record.py): one verdict from a session run as shards on many
+machines.
 
-A shard (`pytest --shard K/N --run-record PATH`) writes what the session's decision needs from it: the session it
-belongs to (`session`: every gated task of the whole session with its config hash, how alpha is split, the gate
-settings, a digest of the baselines read, the options that change numbers, the package versions), the gated tasks
-it ran (key → node id), the outcome of every item it ran, each gated task's gate result with its EVIDENCE (the
-candidate's record, the BaselineRecord its gate compared with the stored baseline, as the baseline store writes it),
-the tasks' scores, the unused baselines it found and its exit status; sealed with a digest of its content and, with
-MODELBENCH_RECORD_KEY, a signature (record_integrity.py).
-
-The merge trusts no conclusion of a record. It runs in the project (merge_project.py: the checkout the shards ran,
-with their selection and gate options) and recomputes every compared task's entries, p-values and verdict from its
-evidence against this checkout's baselines with this checkout's policy (gate/rejudge.py), then the suites' pooled
-entries from those results, the session's decision and the exit status. Taken from the records, under their seal:
-the outcome of custom tests (only their shard ran them), failures (a task that failed to score, a missing or
-incomparable baseline: a claim that can only fail the session), the unused baselines, the scores table, and the
-shards' exit statuses, which can raise the merge's exit status and never lower it.
+The merge trusts no conclusion of a record. It is given this checkout's gate, as the pytest layer derives it by
+collecting the session the shards ran (merge_project.py: the checkout, with their selection and gate options), and
+recomputes every compared task's entries, p-values and verdict from its evidence against this checkout's baselines
+with this checkout's policy (gate/rejudge.py), then the suites' pooled entries from those results, the session's
+decision and the exit status. Taken from the records, under their seal: the outcome of custom tests (only their
+shard ran them), failures (a task that failed to score, a missing or incomparable baseline: a claim that can only
+fail the session), the unused baselines, the scores table, and the shards' exit statuses, which can raise the
+merge's exit status and never lower it.
 
 It fails closed, naming the record: a record that is damaged, edited (digest) or wrongly signed; a missing shard, a
 shard given twice, a task in two shards or in none; records of different sessions (tasks, configs, task weights,
@@ -25,209 +19,31 @@ no --model, its tasks skipped); a task whose result cannot be recomputed from it
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.gate.alpha_split import AlphaSplit
+from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, SessionDecision
+from pytest_modelbench.gate.policy import GatePolicy
 from pytest_modelbench.gate.rejudge import EvidenceProblem, rejudge
-from pytest_modelbench.gate.report import (
+from pytest_modelbench.gate.result import (
     STATUS_COMPARED,
     STATUS_INVALID,
     STATUS_MISSING,
     STATUS_POLICY,
     STATUS_REBASELINE,
     GateResult,
-    properties,
 )
-from pytest_modelbench.record_integrity import SealProblem, check_seal, load, record_key, sealed
-from pytest_modelbench.report import json_text, results_document
-from pytest_modelbench.run.sharding import Shard
+from pytest_modelbench.gate.storage import BaselineStore
+from pytest_modelbench.outputs.results import json_text, results_document
+from pytest_modelbench.outputs.run_record import SESSION_FIELDS, RecordedResult, RunRecord, RunRecordError
+from pytest_modelbench.tasks.identity import TaskId
 
-if TYPE_CHECKING:  # merge_project.py imports pytest; the merge only reads what it found
-    from pytest_modelbench.pytest_plugin.merge_project import ProjectGate
-
-FORMAT = "pytest-modelbench-run-record/2"
 FINISHED = (0, 1)  # pytest's exit statuses of a run that ran all its items: passed, some failed
-MAX_SHARDS = 10_000
-OUTCOMES = ("passed", "failed", "skipped")
 FAILED_STATUSES = (STATUS_MISSING, STATUS_INVALID, STATUS_REBASELINE, STATUS_POLICY)  # failed without a comparison
-SESSION_FIELDS = {  # what every shard of one session shares, and how a refusal names it
-    "tasks": "gated tasks or their configs",
-    "alpha_split": "split of alpha (the number of tasks sharing it, their weights)",
-    "gate": "gate settings",
-    "baselines": "baselines",
-    "options": "run options",
-    "packages": "package versions",
-}
 PROJECT_FIELDS = ("tasks", "alpha_split", "gate", "baselines")  # what the merging project decides itself
-
-
-class RunRecordError(ModelbenchError):
-    """Run records that cannot be merged into one verdict; the message names the records."""
-
-
-@dataclass(frozen=True)
-class RecordedResult:
-    result: GateResult  # as the shard stated it
-    candidate: str | None  # the evidence: the candidate's record text, when its task was scored in full
-    documents: list[Any] | None  # its documents, where a metric aggregates over them (gate/rejudge.py)
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    path: Path
-    shard: Shard
-    session: Mapping[str, Any]
-    tasks: Mapping[str, str]  # the gated tasks this shard ran: '<suite>/<task>' key → node id
-    outcomes: Mapping[str, str]  # every item it ran: node id → passed | failed | skipped
-    exit_status: int
-    results: tuple[RecordedResult, ...]
-    scores: tuple[Mapping[str, Any], ...]  # each task's results (report.py, task_results)
-    custom_tests: tuple[str, ...]
-    unused: tuple[str, ...]  # unused baselines, as shown (relative to the rootdir)
-    run_config: Mapping[str, Any]
-
-    @property
-    def name(self) -> str:
-        return f"{self.path} (shard {self.shard.label})"
-
-    @property
-    def session_id(self) -> str:
-        return session_id(self.session)
-
-
-def session_id(session: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(session, sort_keys=True).encode("utf-8")).hexdigest()[:12]
-
-
-def record_text(*, shard: Shard, session: Mapping[str, Any], tasks: Mapping[str, str], exit_status: int,
-                results: Iterable[GateResult], evidence: Mapping[str, Mapping[str, Any]], outcomes: Mapping[str, str],
-                scores: Iterable[Mapping[str, Any]], custom_tests: Iterable[str], unused: Iterable[str],
-                run_config: Mapping[str, Any]) -> str:
-    """The record's text, sealed (signed with MODELBENCH_RECORD_KEY when it is set). `evidence`: each gated item's
-    candidate record and, for metrics aggregated over the documents, its documents, by node id."""
-    document = {
-        "format": FORMAT, "shard": {"index": shard.index, "count": shard.count}, "session_id": session_id(session),
-        "session": session, "tasks": dict(sorted(tasks.items())), "items": dict(sorted(outcomes.items())),
-        "exit_status": int(exit_status),
-        "results": [{"nodeid": r.nodeid, "failed": r.failed, "properties": properties(r),
-                     "candidate": evidence.get(r.nodeid, {}).get("candidate"),
-                     "documents": evidence.get(r.nodeid, {}).get("documents")}
-                    for r in sorted(results, key=lambda r: r.task)],
-        "scores": sorted(scores, key=lambda s: s["key"]), "custom_tests": sorted(custom_tests),
-        "unused": sorted(unused), "run_config": run_config,
-    }
-    return json_text(sealed(document, record_key()))
-
-
-class _Malformed(Exception):
-    """A key of a record with a wrong or missing value (the message names the key)."""
-
-
-_KINDS = {dict: "an object", list: "a list", str: "a string", int: "an integer", bool: "true or false"}
-
-
-def _get(mapping: Any, key: str | int, kind: type, where: str) -> Any:
-    label = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else key
-    if isinstance(key, int):
-        value = mapping[key]
-    elif key not in mapping:
-        raise _Malformed(f"key {label!r} is missing")
-    else:
-        value = mapping[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise _Malformed(f"key {label!r} must be {_KINDS[kind]}, not {type(value).__name__}")
-    return value
-
-
-def _strings(mapping: Any, key: str, where: str = "") -> dict[str, str]:
-    value = _get(mapping, key, dict, where)
-    bad = next((k for k, v in value.items() if not isinstance(v, str)), None)
-    if bad is not None:
-        raise _Malformed(f"key {key}[{bad!r}] must be a string")
-    return value
-
-
-def _list_of(mapping: Any, key: str, kind: type, where: str = "") -> list[Any]:
-    value = _get(mapping, key, list, where)
-    for index in range(len(value)):
-        _get(value, index, kind, f"{where}.{key}" if where else key)
-    return value
-
-
-def read_record(path: Path) -> RunRecord:
-    """The record at `path`, its seal checked; RunRecordError naming the record and the key for anything else."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise RunRecordError(f"{path}: no such run record") from None
-    except OSError as exc:
-        raise RunRecordError(f"{path}: not a readable run record ({exc.strerror or exc})") from None
-    try:
-        raw = load(data)
-    except SealProblem as exc:
-        raise RunRecordError(f"{path}: not a readable run record: {exc}") from None
-    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
-        raise RunRecordError(f"{path}: not a run record of this version (format {found!r}, expected {FORMAT!r}); "
-                             "write it again with this pytest-modelbench")
-    try:
-        check_seal(raw, record_key())
-    except SealProblem as exc:
-        raise RunRecordError(f"{path}: {exc}") from None
-    try:
-        return _record(path, raw)
-    except _Malformed as exc:
-        raise RunRecordError(f"{path}: run record is malformed: {exc}; write it again by re-running its shard") \
-            from None
-
-
-def _record(path: Path, raw: dict[str, Any]) -> RunRecord:
-    shard_raw = _get(raw, "shard", dict, "")
-    shard = Shard(_get(shard_raw, "index", int, "shard"), _get(shard_raw, "count", int, "shard"))
-    if not 1 <= shard.index <= shard.count <= MAX_SHARDS:
-        raise _Malformed(f"key 'shard' must be K of N with 1 <= K <= N <= {MAX_SHARDS}, not {shard.label}")
-    session = _get(raw, "session", dict, "")
-    if set(session) != set(SESSION_FIELDS):
-        raise _Malformed(f"key 'session' must hold {', '.join(SESSION_FIELDS)}")
-    _strings(session, "tasks", "session")
-    outcomes = _strings(raw, "items")
-    bad = next((nodeid for nodeid, outcome in outcomes.items() if outcome not in OUTCOMES), None)
-    if bad is not None:
-        raise _Malformed(f"key items[{bad!r}] must be one of {', '.join(OUTCOMES)}")
-    results = []
-    for index, entry in enumerate(_list_of(raw, "results", dict)):
-        where = f"results[{index}]"
-        nodeid, failed = _get(entry, "nodeid", str, where), _get(entry, "failed", bool, where)
-        pairs = _list_of(entry, "properties", list, where)
-        candidate, documents = entry.get("candidate"), entry.get("documents")
-        if candidate is not None and not isinstance(candidate, str):
-            raise _Malformed(f"key '{where}.candidate' must be a string or null")
-        if documents is not None and not isinstance(documents, list):
-            raise _Malformed(f"key '{where}.documents' must be a list or null")
-        try:
-            result = GateResult.from_properties([(str(name), str(value)) for name, value in pairs], nodeid, failed)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise _Malformed(f"key '{where}.properties' is not a gate result ({type(exc).__name__}: {exc})") from None
-        if result is None:
-            raise _Malformed(f"key '{where}.properties' holds no gate result")
-        results.append(RecordedResult(result, candidate, documents))
-    scores = _list_of(raw, "scores", dict)
-    for index, score in enumerate(scores):
-        _get(score, "key", str, f"scores[{index}]")
-        for row in _list_of(score, "rows", list, f"scores[{index}]"):
-            if not all(isinstance(cell, str) for cell in row):
-                raise _Malformed(f"key 'scores[{index}].rows' must hold rows of strings")
-    return RunRecord(
-        path=path, shard=shard, session=session, tasks=_strings(raw, "tasks"), outcomes=outcomes,
-        exit_status=_get(raw, "exit_status", int, ""), results=tuple(results), scores=tuple(scores),
-        custom_tests=tuple(_list_of(raw, "custom_tests", str)), unused=tuple(_list_of(raw, "unused", str)),
-        run_config=_get(raw, "run_config", dict, ""),
-    )
 
 
 @dataclass
@@ -253,14 +69,17 @@ class MergedSession:
                                           self.decision.outcome_json()))
 
 
-def merge(records: Sequence[RunRecord], project: "ProjectGate") -> MergedSession:
-    """The records' session judged by `project` (merge_project.ProjectGate: this checkout's gate), or
-    RunRecordError naming the records that cannot be merged."""
+def merge(records: Sequence[RunRecord], *, session: Mapping[str, Any], policy: GatePolicy, store: BaselineStore,
+          split: AlphaSplit, identities: Mapping[str, TaskId], tolerances: Mapping[str, Tolerance]) -> MergedSession:
+    """The records' session judged by this checkout's gate, or RunRecordError naming the records that cannot be
+    merged. This checkout's gate, as the pytest layer collects it (merge_project.py, ProjectGate): `session`, its
+    identity as a shard's record states it; `policy`, `store` and `split`, its gate policy, baselines and split of
+    alpha; `identities` and `tolerances`, each gated task's identity and tolerance, by key."""
     if not records:
         raise RunRecordError("no run records to merge")
     _check_shards(records)
     _check_session(records)
-    _check_project(records, project)
+    _check_project(records, session, policy.score_only)
     _check_tasks(records)
     unfinished = [r for r in records if r.exit_status not in FINISHED]
     if unfinished:
@@ -269,14 +88,13 @@ def merge(records: Sequence[RunRecord], project: "ProjectGate") -> MergedSession
             + ", ".join(f"{r.name} exited {r.exit_status}" for r in unfinished)
             + "; re-run them (pytest's exit status: 2 interrupted, 3 internal error, 4 usage error)"
         )
-    policy = project.policy
-    decision = SessionDecision(policy.baseline_name, pooled_weights=dict(project.split.pooled),
+    decision = SessionDecision(policy.baseline_name, pooled_weights=dict(split.pooled),
                                error_control=policy.error_control, early_stop_verdicts=policy.early_stop_verdicts,
                                pytest_status=max(record.exit_status for record in records))
     failed = False
     for record in records:
         _check_scored(record)
-        results, task_failed = _judged(record, project)
+        results, task_failed = _judged(record, policy, store, identities, tolerances)
         decision.results.extend(results)
         failed = failed or task_failed
         decision.custom_tests.update(record.custom_tests)
@@ -288,17 +106,17 @@ def merge(records: Sequence[RunRecord], project: "ProjectGate") -> MergedSession
     return MergedSession(tuple(records), decision, scores, failed)
 
 
-def _check_project(records: Sequence[RunRecord], project: "ProjectGate") -> None:
+def _check_project(records: Sequence[RunRecord], project_session: Mapping[str, Any], score_only: bool) -> None:
     """The records (one session, checked before) are of this project's session: the plan, the split of alpha, the
     gate settings and the baselines this checkout and the merge's options give."""
-    if project.policy.score_only:
+    if score_only:
         raise RunRecordError("--score-only runs no gate: a merge gives a verdict (drop --score-only after --)")
     session = records[0].session
     for key in PROJECT_FIELDS:
-        if json.dumps(session[key], sort_keys=True) != json.dumps(project.session[key], sort_keys=True):
+        if json.dumps(session[key], sort_keys=True) != json.dumps(project_session[key], sort_keys=True):
             raise RunRecordError(
                 f"the records are not of this project's session: their {SESSION_FIELDS[key]} differ from this "
-                f"checkout's ({_first_difference(session[key], project.session[key])}; records: {_names(records)}); "
+                f"checkout's ({_first_difference(session[key], project_session[key])}; records: {_names(records)}); "
                 "merge in the checkout the shards ran, giving their selection and gate options after --"
             )
     if not session["tasks"]:
@@ -318,7 +136,8 @@ def _check_scored(record: RunRecord) -> None:
                              "(no --model?); re-run the shard with the model")
 
 
-def _judged(record: RunRecord, project: "ProjectGate") -> tuple[list[GateResult], bool]:
+def _judged(record: RunRecord, policy: GatePolicy, store: BaselineStore, identities: Mapping[str, TaskId],
+            tolerances: Mapping[str, Tolerance]) -> tuple[list[GateResult], bool]:
     """The record's tasks' results recomputed from their evidence, and whether one of them failed."""
     by_nodeid = {recorded.result.nodeid: recorded for recorded in record.results}
     results, failed = [], False
@@ -346,18 +165,19 @@ def _judged(record: RunRecord, project: "ProjectGate") -> tuple[list[GateResult]
             raise RunRecordError(f"{where}: its result carries no evidence to recompute it from (a task stopped "
                                  "early by --early-stop is judged on part of its documents; run the shards without "
                                  "it)")
-        results.append(_recomputed(where, recorded, project))
+        results.append(_recomputed(where, recorded, policy, store, identities[key], tolerances[key]))
         failed = failed or results[-1].failed or outcome == "failed"
     return results, failed
 
 
-def _recomputed(where: str, recorded: RecordedResult, project: "ProjectGate") -> GateResult:
-    store, policy, result = project.store, project.policy, recorded.result
-    path = store.path(project.identities[result.task])
+def _recomputed(where: str, recorded: RecordedResult, policy: GatePolicy, store: BaselineStore, identity: TaskId,
+                tolerance: Tolerance) -> GateResult:
+    result = recorded.result
+    path = store.path(identity)
     stored_text, working_tree_differs = store.read(path)
     try:
         return rejudge(result, str(recorded.candidate), stored_text, documents=recorded.documents,
-                       tolerance=project.tolerances[result.task],
+                       tolerance=tolerance,
                        baseline_display=store.display(path), baseline_name=policy.baseline_name,
                        baseline_ref=None if policy.baseline_ref is None else policy.baseline_ref.ref,
                        working_tree_differs=working_tree_differs)

@@ -14,25 +14,26 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from pytest_modelbench.gate.provenance import COMPARABILITY_KEYS
 from pytest_modelbench.gate.changed_documents import format_value
-from pytest_modelbench.gate.pooled import PooledEntry
-from pytest_modelbench.gate.report import (
+from pytest_modelbench.gate.failure_messages import (
     LEGEND,
+    SCORES_HEADER,
+    TABLE_HEADER,
+    compare_hint,
+    entry_row,
+    score_row,
+)
+from pytest_modelbench.gate.pooled import PooledEntry
+from pytest_modelbench.gate.result import STATUS_COMPARED, STATUS_REBASELINE, GateResult, sorted_results
+from pytest_modelbench.outputs.gate_summary import (
     POOLED_HEADER,
     POOLED_NOTE,
-    SCORES_HEADER,
-    STATUS_COMPARED,
-    STATUS_REBASELINE,
-    GateResult,
-    sorted_results,
-    summary_counts,
+    alpha_share,
     baseline_ref_lines,
-    compare_hint,
     error_rate_line,
-    format_delta,
-    format_number,
-    format_p,
     pooled_rows,
+    summary_counts,
 )
+from pytest_modelbench.text_format import format_delta, format_number
 
 if TYPE_CHECKING:
     from pytest_modelbench.gate.decision import SessionOutcome
@@ -130,21 +131,17 @@ def _charts(result: GateResult) -> str:
 
 def _score_table(result: GateResult) -> str:
     rows = [
-        (escape(e["metric"]), escape(_label(e)), str(e["n"]), format_number(e["baseline"]),
-         format_number(e["candidate"]), format_delta(e["delta"]), format_number(e["margin"]), format_p(e["p_value"]),
-         format_number(e["mde"]), _badge(e["verdict"]))
-        for e in sorted(result.entries, key=lambda e: (e["metric"], e["category"] is not None, e["category"] or ""))
+        (escape(metric), escape(category), *numbers, _badge(verdict))
+        for metric, category, *numbers, verdict in (
+            entry_row(e)
+            for e in sorted(result.entries, key=lambda e: (e["metric"], e["category"] is not None, e["category"] or ""))
+        )
     ]
-    header = ("metric", "category", "n", "baseline", "candidate", "delta", "margin", "p-value", "MDE", "verdict")
-    return "<h3>Scores per category</h3>" + _table(header, rows, numeric=range(2, 9))
+    return "<h3>Scores per category</h3>" + _table(TABLE_HEADER, rows, numeric=range(2, 9))
 
 
 def _not_compared_scores(result: GateResult) -> str:
-    rows = [
-        (escape(s["metric"]), escape("(all)" if s["category"] is None else s["category"]), str(s["n"]),
-         format_number(s["value"]), "-" if s["baseline_n"] is None else f"{format_number(s['baseline'])} (n={s['baseline_n']})")
-        for s in result.scores
-    ]
+    rows = [(escape(metric), escape(category), *numbers) for metric, category, *numbers in map(score_row, result.scores)]
     return "<h3>Scores of this run (not compared)</h3>" + _table(SCORES_HEADER, rows, numeric=range(2, 5))
 
 
@@ -234,7 +231,7 @@ def html_page(results: Sequence[GateResult], baseline_name: str, outcome: Sessio
         notes.append(f"Unused baselines ({len(unused)}): " + ", ".join(unused))
     overview = _table(
         ("task", "gate", "alpha share", "baseline file", "working tree differs from ref"),
-        [(f'<a href="#task-{escape(r.task)}">{escape(r.task)}</a>', _badge(r.outcome), escape(r.alpha_share),
+        [(f'<a href="#task-{escape(r.task)}">{escape(r.task)}</a>', _badge(r.outcome), escape(alpha_share(r)),
           escape(r.baseline), "yes" if r.working_tree_differs else "-" if r.baseline_ref is None else "no")
          for r in results],
     )

@@ -16,7 +16,7 @@ from pytest_modelbench.tasks.identity import TaskId
 
 # bump on an incompatible change, with the schema; 2: tasks keyed by '<suite>/<task>' (1: by task name alone)
 RESULTS_FORMAT = "pytest-modelbench-results/2"
-RESULTS_SCHEMA = Path(__file__).parent / "schemas" / "results.schema.json"
+RESULTS_SCHEMA = Path(__file__).parent.parent / "schemas" / "results.schema.json"
 
 
 def format_summary(summary: MetricSummary) -> str:
@@ -34,12 +34,6 @@ def summary_rows(identity: TaskId, evaluation: TaskEvaluation) -> list[tuple[str
         for name, summary in metrics.items():
             rows.append((identity.key, category, name, format_summary(summary), str(summary.n)))
     return rows
-
-
-def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return [line(header), line(tuple("-" * w for w in widths)), *(line(r) for r in rows)]
 
 
 def _metric_block(metrics: dict[str, MetricSummary]) -> dict[str, Any]:
@@ -83,7 +77,7 @@ def results_document(
     pooled: list[dict[str, Any]] | None = None, outcome: dict[str, Any] | None = None,
 ) -> dict:
     """`tasks`: each task's `task_results`, in the document's order; `gate`: each gated task's outcome
-    (gate/report.py, GateResult.as_json); `pooled`: the suites' pooled entries (gate/pooled.py), when there are any;
+    (gate/result.py, GateResult.as_json); `pooled`: the suites' pooled entries (gate/pooled.py), when there are any;
     `outcome`: the session's, as its exit status says it (gate/decision.py, SessionOutcome.as_json).
     Every section is keyed by the task's '<suite>/<task>' key; `tasks` maps each key to its suite and name."""
     document: dict[str, Any] = {

@@ -1,0 +1,85 @@
+"""The messages a gated task fails with, which pytest prints as its failure: a regression's table of entries (worst
+first) and a re-baseline's scores with how to compare. The judge raises them (gate/judge.py), so they are the gate
+core's one piece of multi-line text; `entry_row` is the one row format of an entry, which every report (outputs/)
+uses too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from pytest_modelbench.gate.compare import Entry, TaskComparison
+from pytest_modelbench.gate.result import entry_json
+from pytest_modelbench.gate.verdict import Verdict
+from pytest_modelbench.text_format import format_delta, format_number, format_p, format_table
+
+TABLE_HEADER = ("metric", "category", "n", "baseline", "candidate", "delta", "margin", "p-value", "MDE", "verdict")
+MAX_TABLE_ROWS = 40
+LEGEND = (
+    "delta is oriented so that negative is worse (for an ideal-point metric: the distance from the ideal); "
+    "an entry regresses when the data show it worse than the baseline by more than its margin; p-value: of "
+    "\"not worse than the margin\", Holm-adjusted over the task's entries (improved entries: of \"not better than "
+    "the margin\"); MDE = smallest regression the gate catches with 80% power"
+)
+SCORES_HEADER = ("metric", "category", "n", "this run", "baseline (other settings)")
+
+
+def entry_row(entry: dict[str, Any]) -> tuple[str, ...]:
+    """An entry (gate/result.py, entry_json) as the cells of TABLE_HEADER."""
+    return (
+        entry["metric"], "(all)" if entry["category"] is None else entry["category"], str(entry["n"]),
+        format_number(entry["baseline"]), format_number(entry["candidate"]), format_delta(entry["delta"]),
+        format_number(entry["margin"]), format_p(entry["p_value"]), format_number(entry["mde"]), entry["verdict"],
+    )
+
+
+def comparison_table(entries: Sequence[Entry], max_rows: int = MAX_TABLE_ROWS) -> list[str]:
+    rows = [entry_row(entry_json(e)) for e in entries[:max_rows]]
+    lines = format_table(TABLE_HEADER, rows)
+    if len(entries) > max_rows:
+        rest = entries[max_rows:]
+        counts = ", ".join(f"{sum(e.verdict is v for e in rest)} {v.value}" for v in Verdict if any(e.verdict is v for e in rest))
+        lines.append(f"... {len(rest)} more rows ({counts})")
+    return lines
+
+
+def failure_message(comparison: TaskComparison, baseline_path: Any, baseline_name: str, model: str, baseline_model: str) -> str:
+    regressed = comparison.regressed
+    head = (
+        f"task '{comparison.task}' regressed against baseline '{baseline_name}' ({baseline_path}): "
+        f"{len(regressed)} of {len(comparison.entries)} entries worse by more than the margin "
+        f"(candidate {model}, baseline recorded with {baseline_model})"
+    )
+    return "\n".join([head, "", *comparison_table(comparison.worst_first()), "", LEGEND])
+
+
+def compare_hint(baseline_name: str) -> str:
+    """What to do when the run's settings differ from the baseline's."""
+    return (
+        "To compare at these settings, record a baseline of their own from a trusted model, under another name: "
+        "`pytest --snapshot-update --baseline-name=<new name>` with this run's options, then gate with "
+        f"--baseline-name=<new name>. To make these settings baseline '{baseline_name}' instead, review the change "
+        "and run with --snapshot-update."
+    )
+
+
+def score_row(score: dict[str, Any]) -> tuple[str, ...]:
+    """A score of a task not compared (gate/result.py, score_rows) as the cells of SCORES_HEADER."""
+    return (
+        score["metric"], "(all)" if score["category"] is None else score["category"], str(score["n"]),
+        format_number(score["value"]),
+        "-" if score["baseline_n"] is None else f"{format_number(score['baseline'])} (n={score['baseline_n']})",
+    )
+
+
+def rebaseline_message(problems: Sequence[str], baseline_path: Any, baseline_name: str,
+                       scores: Sequence[dict[str, Any]]) -> str:
+    """The failure of a task whose baseline was recorded under other settings: the reason first (pytest's short
+    summary shows the first line), this run's scores, and how to compare."""
+    head = (
+        f"re-baseline required: {'; '.join(problems)}. Not compared with baseline '{baseline_name}' "
+        f"({baseline_path}): it was recorded under other settings, and comparing would report false regressions "
+        "(the gate fails closed)."
+    )
+    table = format_table(SCORES_HEADER, [score_row(s) for s in scores])
+    return "\n".join([head, "", "This run's scores (not gated):", *table, "", compare_hint(baseline_name)])
