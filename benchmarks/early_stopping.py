@@ -40,10 +40,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gate_error_rates as sim  # noqa: E402
 
-from pytest_modelbench.gate import early_stop  # noqa: E402
+from pytest_modelbench.gate import early_stop, early_stop_pooled  # noqa: E402
 from pytest_modelbench.gate.compare import TaskComparison, compare  # noqa: E402
 from pytest_modelbench.gate.pooled import pooled_entries  # noqa: E402
-from pytest_modelbench.gate.statistics import Verdict  # noqa: E402
+from pytest_modelbench.gate.verdict import Verdict  # noqa: E402
 
 QUIET_GAPS = 0.2  # a near-identical candidate's CrowS-Pairs gap noise, as a share of a fine-tune's
 
@@ -115,7 +115,7 @@ def pooled_of(comparisons: dict[str, TaskComparison], suites: dict[str, str], sp
     entries, unsettled = [], []
     for suite, weight in split.pooled.items():
         stats = pooling.get(suite, {})
-        settled, open_ = early_stop.settle_pooled(
+        settled, open_ = early_stop_pooled.settle_pooled(
             pooled_entries(suite, stats, alpha=0.05, level=0.05 * weight / split.total_weight), stats,
             {name for name in stats if comparisons[name].regressed}, full_run_verdicts)
         entries += settled

@@ -62,7 +62,7 @@ from pytest_modelbench.gate.baseline_file import parse  # noqa: E402
 from pytest_modelbench.gate.compare import compare  # noqa: E402
 from pytest_modelbench.gate.policy import GatePolicy  # noqa: E402
 from pytest_modelbench.gate.pooled import poolable, pooled_entries  # noqa: E402
-from pytest_modelbench.gate.statistics import Verdict  # noqa: E402
+from pytest_modelbench.gate.verdict import Verdict  # noqa: E402
 from pytest_modelbench.metrics.evidence import derived_metrics  # noqa: E402
 from pytest_modelbench.metrics.registry import METRICS  # noqa: E402
 from pytest_modelbench.tasks.config import load_task_config  # noqa: E402

@@ -3,9 +3,9 @@
     python benchmarks/mde_no_change.py [--candidates 1000] [--seed 5]
 
 A candidate identical to its baseline has a paired standard error of 0; the gate then prints the MDE of a candidate
-regressed by that much (statistics.detectable_regression). This script prints that MDE for an accuracy and for a
-continuous metric, then sends simulated candidates regressed by exactly the printed MDE (and by the margin, the
-value printed before) through the gate's own `compare`, and prints the share blocked:
+regressed by that much (gate/evidence/significance.py detectable_regression). This script prints that MDE for an
+accuracy and for a continuous metric, then sends simulated candidates regressed by exactly the printed MDE (and by
+the margin, the value printed before) through the gate's own `compare`, and prints the share blocked:
 
   accuracy (0/1, 1,172 documents at 40% as one ARC task, margin 1 point): "least churn" candidates lose each right
       document with the probability that drops the mean by the chosen amount and gain none (the fewest changed
@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from pytest_modelbench.gate.baseline import MetricInfo, Tolerance  # noqa: E402
 from pytest_modelbench.gate.baseline_file import parse  # noqa: E402
 from pytest_modelbench.gate.compare import compare  # noqa: E402
-from pytest_modelbench.gate.statistics import Verdict  # noqa: E402
+from pytest_modelbench.gate.verdict import Verdict  # noqa: E402
 from pytest_modelbench.metrics.registry import METRICS  # noqa: E402
 from tests.fixtures.gate_records import make_record  # noqa: E402
 

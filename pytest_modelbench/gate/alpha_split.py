@@ -15,9 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate.baseline import Tolerance
 
 DEFAULT_WEIGHT = 1.0
+
+
+class UnweighedItemError(ModelbenchError):
+    """A gated item that the session's split of alpha does not weigh."""
 
 
 @dataclass(frozen=True)
@@ -32,19 +37,26 @@ class AlphaSplit:
         return sum(self.weights.values()) + sum(self.pooled.values())
 
     @property
-    def tasks(self) -> int:
+    def task_count(self) -> int:
         """How many tasks share the session's alpha (1 under per-task control)."""
         return max(1, len(self.weights)) if self.error_control == "session" else 1
 
     def applied(self, tolerance: Tolerance, key: str) -> Tolerance:
         """`tolerance` with the task's share of alpha: its weight over the session's total, or all of it under
-        per-task control (the weight is kept for the reports)."""
+        per-task control (the weight is kept for the reports). Under session control a split that weighs items must
+        weigh this one (UnweighedItemError): a level outside the total would break the bound the levels keep. An
+        empty split (none made yet, nothing collected) gives the item all of alpha, a split of one."""
+        if self.error_control == "session" and self.weights and key not in self.weights:
+            raise UnweighedItemError(
+                f"{key}: the session's split of alpha weighs {len(self.weights)} gated item(s) and not this one, so "
+                "its level would lie outside the levels that sum to alpha; gate it in a session that collects it"
+            )
         weight = self.weights.get(key, DEFAULT_WEIGHT)
         total = (self.total_weight or weight) if self.error_control == "session" else weight
-        return replace(tolerance, tasks=self.tasks, weight=weight, total_weight=total)
+        return replace(tolerance, task_count=self.task_count, weight=weight, total_weight=total)
 
     def as_json(self) -> dict[str, Any]:
         """What a run record holds of the split: shards that split alpha otherwise are not one session."""
-        return {"tasks": self.tasks, "weights": {key: weight for key, weight in sorted(self.weights.items())
+        return {"tasks": self.task_count, "weights": {key: weight for key, weight in sorted(self.weights.items())
                                                  if weight != DEFAULT_WEIGHT},
                 "pooled": dict(sorted(self.pooled.items()))}

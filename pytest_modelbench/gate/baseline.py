@@ -16,17 +16,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from pytest_modelbench.gate.provenance import Provenance, provenance_problems
 from pytest_modelbench.metrics.registry import Direction, Margin
-
-# Provenance keys whose difference makes a baseline incomparable ("re-baseline required").
-COMPARABILITY_KEYS = {
-    "task_config_hash": "task config",
-    "data_fingerprint": "dataset",
-    "limit": "limit",
-    "num_fewshot": "num_fewshot",
-    "scoring_protocol": "scoring protocol",
-}
-
 
 @dataclass(frozen=True)
 class MetricInfo:
@@ -59,23 +50,23 @@ class Tolerance:
 
     Margins: `metric_margins` per metric (the gate resolves one for every metric of the task); a metric without one
     gets max(absolute_margin, relative_margin × |baseline value|).
-    Error rate: `alpha` is the false-block rate shared by `tasks` gated tasks (the session's, or 1 under per-task
+    Error rate: `alpha` is the false-block rate shared by `task_count` gated tasks (the session's, or 1 under per-task
     control) in proportion to their weights, so the task is tested at alpha × weight / total_weight
     (gate/alpha_split.py; docs/baseline-gate.md, "Error rates"). `total_weight` None: every task weighs 1 (the
-    total is `tasks`), as in baselines recorded before weights.
+    total is `task_count`; "tasks" in the file), as in baselines recorded before weights.
     """
 
     absolute_margin: float = 0.01
     relative_margin: float = 0.0
     alpha: float = 0.05
-    tasks: int = 1
+    task_count: int = 1
     metric_margins: Mapping[str, Margin] = field(default_factory=dict)
     weight: float = 1.0
     total_weight: float | None = None
 
     def __post_init__(self) -> None:
         if self.total_weight is None:
-            object.__setattr__(self, "total_weight", float(self.tasks))
+            object.__setattr__(self, "total_weight", float(self.task_count))
 
     def margin(self, metric: str) -> Margin:
         if metric in self.metric_margins:
@@ -85,22 +76,6 @@ class Tolerance:
     @property
     def task_alpha(self) -> float:
         return self.alpha * (self.weight / self.total_weight)  # w / W first: all of the weight is all of alpha
-
-
-@dataclass(frozen=True)
-class Provenance:
-    model: str
-    model_fingerprint: str
-    task_config_hash: str
-    data_fingerprint: str
-    limit: int | None
-    num_fewshot: int
-    scoring_protocol: str
-    dtype: str
-    batch_size: int | str
-    device: str
-    packages: Mapping[str, str] = field(default_factory=dict)
-    created: str = ""
 
 
 @dataclass(frozen=True)
@@ -245,10 +220,7 @@ def comparability_problems(baseline: BaselineRecord, candidate: BaselineRecord) 
     problems = []
     if baseline.task != candidate.task:
         problems.append(f"task name changed ({baseline.task!r} → {candidate.task!r})")
-    for key, label in COMPARABILITY_KEYS.items():
-        old, new = getattr(baseline.provenance, key), getattr(candidate.provenance, key)
-        if old != new:
-            problems.append(f"{label} changed ({old!r} → {new!r})")
+    problems += provenance_problems(baseline.provenance, candidate.provenance)
     if baseline.metrics != candidate.metrics:
         old = ", ".join(f"{m.name}:{m.direction}" for m in baseline.metrics)
         new = ", ".join(f"{m.name}:{m.direction}" for m in candidate.metrics)

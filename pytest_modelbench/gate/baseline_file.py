@@ -1,3 +1,4 @@
+# Over 400 lines: one file format, its writer and its validating reader, kept side by side so they agree key for key.
 """A stored baseline's file: its JSON layout, writing it, and reading it back with validation that names the file
 on any problem (the data model is baseline.py's).
 
@@ -53,8 +54,9 @@ import numpy as np
 
 from pytest_modelbench.errors import BaselineError
 from pytest_modelbench.gate.baseline import (
-    BaselineRecord, MetricInfo, NoiseEntry, NoiseFloor, Provenance, Summary, Tolerance,
+    BaselineRecord, MetricInfo, NoiseEntry, NoiseFloor, Summary, Tolerance,
 )
+from pytest_modelbench.gate.provenance import Provenance
 from pytest_modelbench.metrics.registry import Margin
 
 FORMAT = "pytest-modelbench-baseline/1"
@@ -135,7 +137,7 @@ def to_document(record: BaselineRecord) -> dict[str, Any]:
             "absolute_margin": record.tolerance.absolute_margin,
             "relative_margin": record.tolerance.relative_margin,
             "alpha": record.tolerance.alpha,
-            "tasks": record.tolerance.tasks,
+            "tasks": record.tolerance.task_count,
             "weight": record.tolerance.weight,
             "total_weight": record.tolerance.total_weight,
             "metric_margins": {
@@ -368,7 +370,7 @@ def _parse_document(document: Any) -> BaselineRecord:
         absolute_margin=float(_get(raw_gate, "absolute_margin", float, "gate")),
         relative_margin=float(_get(raw_gate, "relative_margin", float, "gate")),
         alpha=float(_get(raw_gate, "alpha", float, "gate")),
-        tasks=tasks,
+        task_count=tasks,
         weight=weight,
         total_weight=total_weight,
         metric_margins={
@@ -513,11 +515,3 @@ def read_text(path: Path) -> str | None:
     except OSError as exc:
         raise BaselineError(f"{path}: cannot read baseline ({exc.strerror or exc})") from None
 
-
-def stored_provenance(stored_text: str | None) -> dict[str, Any] | None:
-    """The stored baseline's provenance as written, for reports; None when there is none to read."""
-    try:
-        provenance = json.loads(stored_text or "null")["provenance"]
-    except Exception:
-        return None
-    return provenance if isinstance(provenance, dict) else None

@@ -5,36 +5,13 @@ position, so a reordered dataset still pairs correctly. Both runs must hold exac
 document missing on either side means the prompts or answers changed, and that is reported as
 "re-baseline required" (see `baseline.comparability_problems`) rather than compared on a subset.
 
-Orientation. Every delta is oriented so that positive is better and negative is worse:
-  higher is better  → delta = candidate − baseline
-  lower is better   → delta = baseline − candidate
-  ideal point x*    → delta = |baseline − x*| − |candidate − x*|   (distance from the ideal shrinking is better)
-
-Tests. Each entry gets the oriented delta and its standard error:
-  binary metric, higher/lower → SE = paired standard error of the per-document differences, and the discordant
-                                counts for McNemar.
-  continuous metric           → paired bootstrap of the mean difference (fixed seed per entry) for the SE.
-  aggregate metric            → paired bootstrap that re-applies the metric's own aggregate (StereoSet's lms, ss
-                                and icat: mean per target term, then over terms; a process_results `!function`
-                                over each document's list, IFEval's inst_level_*) to the resampled documents of
-                                both runs, with the candidate's documents (identical on both sides by the
-                                comparability check). Fewer resamples (200 rather than 2000): each resample
-                                calls the aggregate, which is Python and linear in the documents.
-  ideal point (binary or not) → paired bootstrap of the distance-of-the-mean from the ideal. McNemar is not
-                                used even for a 0/1 metric such as pct_stereotype: it tests whether the mean
-                                changed, not whether its distance from 0.5 changed (0.45 → 0.55 is a
-                                significant change and no regression at all; 0.52 → 0.48 neither). Near the
-                                ideal the statistic is folded (not smooth), so its SE is conservative there; that
-                                errs towards "inconclusive", never towards a false regression.
-Against the margin δ (non-inferiority): p_worse = Φ((delta + δ) / SE) is the one-sided p-value of "not worse than
-−δ"; for 0/1 metrics it is also never below McNemar's one-sided exact tail (a regression beyond the margin is a
-regression, and the tail keeps a handful of discordant documents, where the normal approximation is poor, from
-blocking). The bootstrap gives only the SE, so no number of resamples limits how small a p-value can be.
+Evidence. Each entry's oriented delta (positive is better), its standard error and its test (McNemar for a 0/1
+metric, a paired bootstrap otherwise, a bootstrap of the metric's own aggregate where it has one) are
+evidence/paired_tests.py's; its p-values are those of "not worse than −margin" and "not better than +margin".
 Clusters. Where the task's YAML declares `modelbench.gate.cluster` (or a group's tasks do), documents of one cluster
 are related evidence (one StereoSet target's sentences): a 0/1 entry's standard error is cluster-robust and McNemar's
-floor counts clusters (statistics.clustered_paired_standard_error, cluster_signs), a bootstrap resamples whole
-clusters, and p-values are Student's t with G − 1 degrees of freedom (a category of 3 StereoSet targets has little
-evidence). The candidate's clusters decide: a baseline file stores none, and documents pair by key.
+floor counts clusters (evidence/paired.py, evidence/clusters.py), a bootstrap resamples whole clusters, and p-values
+are Student's t with G − 1 degrees of freedom (a category of 3 StereoSet targets has little evidence). The candidate's clusters decide: a baseline file stores none, and documents pair by key.
 Derived evidence. A task whose metrics are the inputs of a derived metric (metrics/evidence.py: CrowS-Pairs'
 signed stereotype_preference from pct_stereotype and likelihood_diff) gets its entries too, overall and per
 category, tested like any continuous metric and in the same family; its margin is taken at the derived metric's
@@ -46,42 +23,37 @@ Holm at alpha / tasks (`Tolerance.task_alpha`): the overall entries share half t
 half (the overall entries all of it when there are no categories), and within each share a derived metric's entry
 weighs DERIVED_WEIGHT against 1 for every other metric's; a rejected entry passes its weight on. The p-values of
 "not better than +margin" are adjusted the same way, with the same weights, so "improved" is claimed as rarely.
-MDE. `statistics.detectable_regression` at the entry's own share of the level, with the least-churn floor for 0/1
+MDE. `significance.detectable_regression` at the entry's own share of the level, with the least-churn floor for 0/1
 outcomes and the baseline's own standard error for others when no document changed.
-Verdict. `statistics.judge`; the effective margin is the metric's `Margin` at the baseline value.
+Verdict. `verdict.judge_entry`; the effective margin is the metric's `Margin` at the baseline value.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
+
 import numpy as np
 
 from pytest_modelbench.gate.baseline import BaselineRecord, Tolerance
-from pytest_modelbench.gate.pooled import PoolingStats, poolable
-from pytest_modelbench.metrics.evidence import DERIVED_METRICS, derived_metrics
-from pytest_modelbench.metrics.registry import Direction
-from pytest_modelbench.gate.statistics import (
-    Verdict,
-    bootstrap_standard_error,
-    cluster_labels,
-    cluster_signs,
-    clustered_paired_standard_error,
-    detectable_regression,
-    holm_adjust,
-    judge,
-    mcnemar_one_sided_pvalue,
-    paired_binary_standard_error,
-    paired_bootstrap,
-    worse_than_margin_pvalue,
+from pytest_modelbench.gate.evidence.clusters import cluster_labels
+from pytest_modelbench.gate.evidence.paired_tests import (
+    AGGREGATE_RESAMPLES,
+    N_RESAMPLES,
+    PairedTest,
+    aggregate_test,
+    paired_test,
 )
+from pytest_modelbench.gate.evidence.pooling import PoolingStats
+from pytest_modelbench.gate.evidence.significance import detectable_regression, holm_adjust
+from pytest_modelbench.gate.pooled import poolable
+from pytest_modelbench.gate.verdict import Verdict, judge_entry
+from pytest_modelbench.metrics.evidence import DERIVED_METRICS, derived_metrics
+from pytest_modelbench.metrics.generative import corpus_aggregate
+from pytest_modelbench.metrics.registry import METRICS, Direction
 
-# Read when `compare` runs (benchmarks/gate_error_rates.py lowers them to simulate thousands of candidates).
-N_RESAMPLES = 2000
-AGGREGATE_RESAMPLES = 200  # each resample calls the aggregate (Python, linear in documents) on both sides
 OVERALL_SHARE = 0.5  # of a task's Holm weight, for its overall entries when it has categories
 DERIVED_WEIGHT = 2.0  # of a derived metric's entry within its share, against 1 for each other metric's (holm_weights)
 POWER = 0.8  # of the reported smallest detectable regression (Entry.mde)
@@ -121,7 +93,7 @@ class TaskComparison:
     entries: tuple[Entry, ...]
     n_documents: int
     tolerance: Tolerance
-    pooling: tuple[PoolingStats, ...] = ()  # the overall entries a suite's pooled entries pool (gate/pooled.py)
+    pooling: tuple[PoolingStats, ...] = ()  # the overall entries a suite's pooled entries pool (evidence/pooling.py)
 
     def worst_first(self) -> list[Entry]:
         return sorted(self.entries, key=lambda e: (VERDICT_RANK[e.verdict], e.delta + e.margin, e.metric, e.label))
@@ -156,32 +128,6 @@ class TaskComparison:
 
 
 @dataclass(frozen=True)
-class _Test:
-    delta: float
-    standard_error: float
-    test: str  # "mcnemar" | "bootstrap" | "none"
-    lost: int = 0  # McNemar only: discordant documents, oriented (good → bad, bad → good)
-    gained: int = 0
-    binary: bool = False  # 0/1 per-document values (the MDE's least-churn floor, statistics.detectable_regression)
-    baseline_standard_error: float = 0.0  # bootstrap only: of the baseline's own value (the MDE with no change)
-    df: int | None = None  # clustered: G − 1 degrees of freedom of Student's t for the p-values (else normal)
-
-    def p_values(self, margin: float) -> tuple[float, float]:
-        """(p_worse, p_better): one-sided p-values of "not worse than −margin" and "not better than +margin"."""
-        if self.test == "none":
-            return 1.0, 1.0
-        worse = worse_than_margin_pvalue(self.delta, self.standard_error, margin, self.df)
-        better = worse_than_margin_pvalue(-self.delta, self.standard_error, margin, self.df)
-        if self.test == "mcnemar":
-            worse = max(worse, mcnemar_one_sided_pvalue(self.lost, self.gained))
-            better = max(better, mcnemar_one_sided_pvalue(self.gained, self.lost))
-        return worse, better
-
-
-_NO_TEST = _Test(0.0, 0.0, "none")
-
-
-@dataclass(frozen=True)
 class _Tested:
     """One entry before the task's error control: its test, and the value its margin is taken at."""
 
@@ -191,151 +137,17 @@ class _Tested:
     n: int
     baseline: float
     candidate: float
-    test: _Test
+    test: PairedTest
     margin_at: float  # the baseline value; a derived metric's own scale (metrics/evidence.py)
 
 
 def _registered_aggregate(name: str) -> Callable[..., float | None] | None:
-    from pytest_modelbench.metrics.generative import corpus_aggregate
-    from pytest_modelbench.metrics.registry import METRICS
-
     metric = METRICS.get(name)
     return getattr(metric, "aggregate", None) if metric is not None else corpus_aggregate(name)
 
 
 def _seed(task: str, metric: str, category: str | None) -> int:
     return zlib.crc32(f"{task}\x00{metric}\x00{category}".encode("utf-8"))
-
-
-def paired_test(
-    baseline: np.ndarray, candidate: np.ndarray, *, direction: str, ideal: float | None, binary: bool, seed: int = 0,
-    n_resamples: int = N_RESAMPLES, clusters: np.ndarray | None = None,
-) -> _Test:
-    """Oriented delta (positive = better) and its standard error (and discordant counts for 0/1 outcomes).
-
-    A bootstrap over fewer than two documents has no standard error: its test is "none" (delta kept, never blocks).
-    `clusters`: the documents' cluster labels (statistics.cluster_labels) where the task declares clusters; then the
-    standard error is cluster-robust (the cluster bootstrap for a bootstrapped metric, scaled by √(G/(G−1)) as CR1),
-    the discordant counts are the clusters' (a sign test over clusters), and the p-values Student's t with G − 1
-    degrees of freedom.
-    """
-    base = np.asarray(baseline, dtype=float)
-    cand = np.asarray(candidate, dtype=float)
-    if base.size == 0:
-        return _NO_TEST
-    bootstrapped = direction == "ideal" or not binary
-    if bootstrapped and base.size < 2:
-        return _Test(_oriented(float(cand[0]), direction, ideal) - _oriented(float(base[0]), direction, ideal), 0.0, "none")
-    if direction == "ideal":
-        result = paired_bootstrap(
-            base, cand, of_mean=lambda means: -np.abs(means - float(ideal)), n_resamples=n_resamples, seed=seed,
-            clusters=clusters,
-        )
-        return _bootstrapped(result.delta, result.standard_error, clusters, binary=binary,
-                             baseline_standard_error=result.baseline_standard_error)
-    sign = 1.0 if direction == "higher" else -1.0
-    if binary:
-        good_base, good_cand = (base == 1, cand == 1) if sign > 0 else (base == 0, cand == 0)
-        lost = int(np.count_nonzero(good_base & ~good_cand))
-        gained = int(np.count_nonzero(~good_base & good_cand))
-        delta = sign * float(np.mean(cand) - np.mean(base))
-        if clusters is not None:
-            d = sign * (cand - base)
-            return _Test(delta, clustered_paired_standard_error(d, clusters), "mcnemar", *cluster_signs(d, clusters),
-                         df=_cluster_count(clusters) - 1, binary=True)
-        return _Test(delta, paired_binary_standard_error(base, cand), "mcnemar", lost, gained, binary=True)
-    result = paired_bootstrap(sign * base, sign * cand, n_resamples=n_resamples, seed=seed, clusters=clusters)
-    return _bootstrapped(result.delta, result.standard_error, clusters,
-                         baseline_standard_error=result.baseline_standard_error)
-
-
-def _cluster_count(labels: np.ndarray) -> int:
-    return int(np.unique(labels).size)
-
-
-def _bootstrapped(delta: float, standard_error: float, clusters: np.ndarray | None, *, binary: bool = False,
-                  baseline_standard_error: float = 0.0) -> _Test:
-    """A bootstrap test; over clusters its standard errors scaled by √(G/(G−1)) (CR1's factor: resampling G clusters
-    underestimates the variance by (G−1)/G, which matters for a category of a few), with G − 1 degrees of freedom.
-    A single cluster has no standard error: no test."""
-    if clusters is None:
-        return _Test(delta, standard_error, "bootstrap", binary=binary, baseline_standard_error=baseline_standard_error)
-    groups = _cluster_count(clusters)
-    if groups < 2:
-        return _Test(delta, 0.0, "none")
-    scale = math.sqrt(groups / (groups - 1))
-    return _Test(delta, standard_error * scale, "bootstrap", df=groups - 1, binary=binary,
-                 baseline_standard_error=baseline_standard_error * scale)
-
-
-def _oriented(value: float, direction: str, ideal: float | None) -> float:
-    if direction == "higher":
-        return value
-    if direction == "lower":
-        return -value
-    return -abs(value - float(ideal))
-
-
-def aggregate_test(
-    aggregate: Callable[[Mapping[str, np.ndarray], Sequence[Any]], float | None],
-    baseline: Mapping[str, np.ndarray],
-    candidate: Mapping[str, np.ndarray],
-    documents: Sequence[Any],
-    *,
-    direction: str,
-    ideal: float | None,
-    seed: int = 0,
-    n_resamples: int = AGGREGATE_RESAMPLES,
-    clusters: np.ndarray | None = None,
-) -> tuple[float | None, float | None, _Test]:
-    """Paired bootstrap of a metric's own aggregate: (baseline value, candidate value, oriented test).
-
-    Same SE convention as `statistics.paired_bootstrap`; resamples where the aggregate is undefined (None) are
-    dropped. An aggregate with a `resampler` (metrics/bias.py's OverTerms) is evaluated at each resample's indices
-    without rebuilding its document list. `clusters`: the documents' cluster labels; then each resample draws whole
-    clusters (the cluster bootstrap).
-    """
-    n = len(documents)
-    if n == 0:
-        return None, None, _NO_TEST
-    resampler = getattr(aggregate, "resampler", None)
-    if resampler is not None:
-        baseline_at, candidate_at = resampler(baseline, documents), resampler(candidate, documents)
-
-        def values_at(idx: np.ndarray) -> tuple[float | None, float | None]:
-            return baseline_at(idx), candidate_at(idx)
-    else:
-        def values_at(idx: np.ndarray) -> tuple[float | None, float | None]:
-            docs = [documents[i] for i in idx.tolist()]
-            return (aggregate({k: v[idx] for k, v in baseline.items()}, docs),
-                    aggregate({k: v[idx] for k, v in candidate.items()}, docs))
-
-    base_value, cand_value = values_at(np.arange(n))
-    if base_value is None or cand_value is None:
-        return base_value, cand_value, _NO_TEST
-    delta = _oriented(cand_value, direction, ideal) - _oriented(base_value, direction, ideal)
-    rng = np.random.Generator(np.random.PCG64(seed))
-    members = None if clusters is None else _cluster_members(clusters)
-    deltas, baselines = [], []
-    for _ in range(n_resamples):
-        if members is None:
-            b, c = values_at(rng.integers(0, n, size=n))
-        else:
-            b, c = values_at(np.concatenate([members[g] for g in rng.integers(0, len(members), size=len(members))]))
-        if b is not None and c is not None:
-            deltas.append(_oriented(c, direction, ideal) - _oriented(b, direction, ideal))
-            baselines.append(_oriented(b, direction, ideal))
-    if n < 2:
-        return base_value, cand_value, _Test(float(delta), 0.0, "none")
-    return base_value, cand_value, _bootstrapped(float(delta), bootstrap_standard_error(np.asarray(deltas)), clusters,
-                                                 baseline_standard_error=bootstrap_standard_error(np.asarray(baselines)))
-
-
-def _cluster_members(labels: np.ndarray) -> list[np.ndarray]:
-    """The document positions of each cluster, by label."""
-    _, inverse = np.unique(labels, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    return np.split(order, np.cumsum(np.bincount(inverse))[:-1])
 
 
 def compare(
@@ -425,7 +237,7 @@ def compare(
         mde = detectable_regression(t.test.standard_error, margin, alpha * weight / sum(weights), POWER,
                                     binary_documents=t.n if t.test.binary else None,
                                     baseline_standard_error=t.test.baseline_standard_error)
-        judgement = judge(
+        judgement = judge_entry(
             t.test.delta, p_worse=p_value, p_better=better, standard_error=t.test.standard_error, margin=margin,
             alpha=alpha, mde=mde,
         )

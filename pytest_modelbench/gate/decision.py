@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from pytest_modelbench.gate.early_stop import settle_pooled
-from pytest_modelbench.gate.pooled import PooledEntry, PoolingStats, suite_pooled_entries
+from pytest_modelbench.gate.early_stop_pooled import settle_pooled
+from pytest_modelbench.gate.evidence.pooling import PoolingStats
+from pytest_modelbench.gate.pooled import PooledEntry, suite_pooled_entries
 from pytest_modelbench.gate.result import STATUS_COMPARED, GateResult, sorted_results
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 
 EXIT_STATUS_FAIL = 1  # pytest's "tests failed"; syrupy's for unused baselines
 # pytest's exit statuses that say more than "a test failed" (5, no tests collected, fails nothing here)
@@ -79,7 +80,7 @@ class SessionDecision:
 
     def pooled(self) -> list[PooledEntry]:
         """The pooled entries of every suite with a pooled family and two or more compared tasks (gate/pooled.py);
-        where --early-stop left documents unscored, as early_stop.settle_pooled settles them."""
+        where --early-stop left documents unscored, as early_stop_pooled.settle_pooled settles them."""
         return [entry for _, entries, _ in self._pooled_families() for entry in entries]
 
     def unsettled_pooled(self) -> list[str]:

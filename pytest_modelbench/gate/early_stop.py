@@ -9,14 +9,14 @@ What settles a task at a look (`settle`), given the gate's own entries on the do
   regressed  An entry's always-valid p-value of "not worse than −margin", Holm-adjusted over the task's entries
              with the gate's weights, is under the task's level, so a candidate no worse than its margin is blocked
              with probability at most the task's level, as in the full run. For an entry of a 0/1 metric (McNemar's)
-             the p-value comes from a bet (below, "Betting"), exact and without a variance estimate; for any other
-             entry from the normal mixture (below), asymptotic. Either is floored by the entry's fixed-sample
+             the p-value comes from a bet (evidence/anytime.py, "Betting"), exact and without a variance estimate; for any other
+             entry from the normal mixture (evidence/anytime.py), asymptotic. Either is floored by the entry's fixed-sample
              p-value, which only makes it more conservative.
   not        No entry can regress in the full run. Only an entry of a 0/1 metric (a mean over documents with a higher
   regressed  or lower direction: what `compare` tests with McNemar) can show that before it is scored in full: its
              per-document paired differences lie in {−1, 0, 1}, and the full run's delta is their mean over the
              entry's N documents, of which the scored ones are a sample without replacement in scoring order. The
-             full run can block the entry only below −`binary_regression_edge` at the entry's first step of the
+             full run can block the entry only below −`least_churn_regression` at the entry's first step of the
              task's weighted Holm (no entry is rejected unless one is below its first step), whatever the unscored
              documents' spread; the stop needs a lower confidence bound for that mean (`population_mean_bound`, at
              DISAGREEMENT, valid at every look at once) above it. A task stops only if every entry excludes its
@@ -38,44 +38,8 @@ What settles a task at a look (`settle`), given the gate's own entries on the do
              documents for them: its pooled metrics' overall entries must also lie above minus the pooled margin
              (half its own), so a task that could add to a drop spread over the suite is scored in full.
              Such a stop can only pass, never block: it does not touch the false-block rate.
-Otherwise the next block is scored; after the last block the task is judged as without early stopping.
-
-Betting. "Regressed" (an entry of 0/1 values): the bet against "not worse than −margin" stakes λ_i on each document,
-winning λ_i (−margin − d_i); λ_i ∈ [0, BET_CAP / (1 + margin)] is chosen from the documents before it (Kelly's
-fraction: their mean winnings over their mean squared winnings, with one imagined document at 0). Where the task's
-documents are drawn from a population no worse than −margin (the full run's own model) and scored in random order,
-the capital is a nonnegative supermartingale, so p = 1 / its largest value is valid at any look (Ville's
-inequality; Waudby-Smith and Ramdas, "Estimating means of bounded random variables by betting", JRSS-B 2024).
-"Not regressed": for a candidate mean m of the whole population of N values in [low, high], the documents not yet
-drawn before the i-th have mean μ_i(m) = (N m − the sum drawn) / (N − i + 1); the capital Π (1 + λ_i (x_i − μ_i(m)))
-is a nonnegative martingale when m is the population's mean (Waudby-Smith and Ramdas, "Confidence sequences for
-sampling without replacement", 2020), so the m whose capital ever reaches 1/α are excluded, at level α over all
-documents at once. λ_i = min(sqrt(2 log(1/α) / (N σ̂²)), BET_CAP / (μ_i(m) − low)), σ̂² the spread of the values
-before it with one imagined at (high − low)² / 4; the capital falls as m rises, so the bound is found by bisection.
-Neither bet trusts a variance estimate: a wrong one only bets badly.
-
-Pooled entries (EarlyStop's "suite": every task in one process). A task stops on its own verdict. Where that
-leaves a suite's pooled entries (gate/pooled.py) open, the session looks at them on the same first share of every
-task's blocks (`pooled_look_blocks`: look k sees k/BLOCKS of each), scoring on the tasks that stopped before it
-(`EarlyStop.pooling_at`), one more share a look until `settle_pooled` settles them. The share is fixed in advance,
-not each task's own stop: a task stops where its documents look good, so pooling every task at its own stop would
-lean to the better side. `pooled_outlook` then settles an entry as the normal approximation says, for the pooled
-delta estimated task by task (each task's share a sample without replacement of its own): unlike a task's own stop
-it still rests on the scored documents' spread (steadied by a prior), since the pooled statistics carry sums, not
-the documents in scoring order; each task's variance is floored at the least a blocked pooled drop of 0/1 values
-has (edge − edge², `binary_regression_edge`), so documents that all agree do not settle it. An entry left
-unsettled (one of its tasks stopped regressed) reports its verdict on the documents seen, regressed only where a
-task is.
-
-Normal mixture (entries without a known bound per document). With S_t = −√t (delta + margin) / SE after t
-documents, the one-sided normal mixture (a half-normal mixing distribution of scale ρ over the worse side)
-    M_t = 2 (1 + tρ²)^(-1/2) exp(ρ²S_t² / (2(1 + tρ²))) Φ(ρS_t / √(1 + tρ²))
-is asymptotically a nonnegative martingale at the margin (Robbins' mixture; the asymptotic confidence sequences of
-Waudby-Smith, Arbour, Sinha, Kennedy and Ramdas, 2021), so p = min(1, 1/M_t) is valid at any look; ρ² is tuned to
-be tightest at the entry's full document count. Like the full run's normal approximation it is asymptotic: such an
-entry settles regressed only from MIN_ENTRY_DOCUMENTS scored documents of its own (or all of its category), and its
-standard error is steadied by a prior of PRIOR_DOCUMENTS documents at its metric's overall spread
-(`steadied_standard_errors`), never lowered.
+Otherwise the next block is scored; after the last block the task is judged as without early stopping. A suite's
+pooled entries stop as early_stop_pooled.py says.
 """
 
 from __future__ import annotations
@@ -83,28 +47,26 @@ from __future__ import annotations
 import dataclasses
 import math
 import zlib
-from collections import Counter
 from dataclasses import dataclass
-from statistics import NormalDist
-from typing import Any, Callable, Collection, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from pytest_modelbench.gate.baseline import BaselineRecord, rebaseline_problem
-from pytest_modelbench.gate import pooled as pooled_module
-from pytest_modelbench.gate.pooled import PooledEntry, PoolingStats
 from pytest_modelbench.gate.compare import Entry, TaskComparison, compare, entry_groups, holm_weights
-from pytest_modelbench.gate.statistics import (Verdict, holm_adjust, judge, least_churn_regression,
-                                               mcnemar_one_sided_pvalue, upper_quantile, worse_than_margin_pvalue)
+from pytest_modelbench.gate.evidence.anytime import anytime_p_worse, betting_p_worse, population_mean_bound
+from pytest_modelbench.gate.evidence.paired import paired_standard_error_of_shares
+from pytest_modelbench.gate.evidence.pooling import PoolingStats
+from pytest_modelbench.gate.evidence.significance import (holm_adjust, least_churn_regression, mcnemar_one_sided_pvalue,
+                                                          upper_quantile, worse_than_margin_pvalue)
+from pytest_modelbench.gate.pooled import MARGIN_SHARE as POOLED_MARGIN_SHARE
+from pytest_modelbench.gate.verdict import Verdict, judge_entry
 
 BLOCKS = 8
 MIN_BLOCK = 100
 MIN_ENTRY_DOCUMENTS = 10
 PRIOR_DOCUMENTS = 10  # of the metric's overall per-document spread in each entry's standard error at a look
 DISAGREEMENT = 0.01  # how often a "not regressed" stop may pass a task the full run blocks, over all looks
-BET_CAP = 0.8  # of the largest bet a document can lose in full: a bet never stakes everything
-BOUND_PRECISION = 1e-6  # of the confidence bounds, in units of the mean paired difference
-POOLED_MARGIN_SHARE = pooled_module.MARGIN_SHARE
 
 
 def scoring_order(n: int, task_key: str) -> np.ndarray:
@@ -119,74 +81,6 @@ def scoring_blocks(n: int, task_key: str) -> list[np.ndarray]:
     ends = [round(n * (k + 1) / count) for k in range(count)]
     order = scoring_order(n, task_key)
     return [order[start:end] for start, end in zip([0] + ends[:-1], ends)]
-
-
-def mixture_rho2(planned: int, alpha: float) -> float:
-    """The mixture's ρ², tightest at `planned` documents for level `alpha`."""
-    log_alpha = math.log(alpha)
-    return (-2 * log_alpha + math.log(1 - 2 * log_alpha)) / max(planned, 1)
-
-
-def anytime_p_worse(delta: float, standard_error: float, margin: float, n: int, planned: int, alpha: float) -> float:
-    """Always-valid one-sided p-value of "not worse than −margin" after `n` documents, for an entry without a known
-    bound per document (module docstring: the normal mixture)."""
-    if standard_error == 0:
-        return 0.0 if delta < -margin else 1.0
-    evidence = -(delta + margin) / standard_error * math.sqrt(n)  # S_t: the standardised sum of the worse side
-    if evidence <= 0:
-        return 1.0
-    rho2 = mixture_rho2(planned, alpha)
-    spread = 1 + rho2 * n
-    log_m = (math.log(2) - 0.5 * math.log(spread) + rho2 * evidence * evidence / (2 * spread)
-             + math.log(NormalDist().cdf(math.sqrt(rho2) * evidence / math.sqrt(spread))))
-    return min(1.0, math.exp(-log_m))
-
-
-def betting_p_worse(differences: np.ndarray, margin: float) -> float:
-    """Always-valid p-value of "the documents' mean paired difference is not worse than −margin", for differences in
-    [−1, 1] in scoring order (module docstring, "Betting"): 1 / the most the bet against it ever held."""
-    worse = -margin - differences  # what a bet that the candidate is worse than −margin wins per unit, per document
-    if worse.size == 0:
-        return 1.0
-    seen = np.arange(worse.size, dtype=float) + 1  # the documents before each, and one imagined at 0 with spread 1
-    gain = np.concatenate([[0.0], np.cumsum(worse)[:-1]]) / seen
-    spread = (1 + np.concatenate([[0.0], np.cumsum(worse * worse)[:-1]])) / seen
-    bets = np.clip(gain / spread, 0.0, BET_CAP / (1 + margin))
-    most = float(np.max(np.cumsum(np.log1p(bets * worse))))
-    return min(1.0, math.exp(-most)) if most > 0 else 1.0
-
-
-def population_mean_bound(values: np.ndarray, total: int, level: float, low: float, high: float,
-                          upper: bool = False) -> float:
-    """A lower (or `upper`) bound, valid at every document at once with probability 1 − `level`, for the mean of all
-    `total` values of a population in [`low`, `high`] of which `values` are the first drawn without replacement
-    (module docstring, "Betting"). Without a document it is the range's end."""
-    if upper:
-        return -population_mean_bound(-values, total, level, -high, -low)
-    drawn = values.size
-    if drawn == 0:
-        return low
-    before = np.concatenate([[0.0], np.cumsum(values)[:-1]])
-    counts = np.arange(drawn, dtype=float)
-    mean_before = before / np.maximum(counts, 1)
-    squares_before = np.concatenate([[0.0], np.cumsum(values * values)[:-1]])
-    spread = (((high - low) / 2) ** 2 + np.maximum(squares_before - counts * mean_before ** 2, 0.0)) / (counts + 1)
-    planned_bets = np.sqrt(2 * math.log(1 / level) / (max(total, 1) * spread))
-    left = total - counts  # documents not yet drawn, each document's own included
-    threshold = math.log(1 / level)
-
-    def rejected(mean: float) -> bool:
-        rest = (total * mean - before) / left  # the undrawn documents' mean, were the population's `mean`
-        if np.any(rest < low):
-            return True
-        bets = np.minimum(planned_bets, BET_CAP / np.maximum(rest - low, 1e-12))
-        return float(np.max(np.cumsum(np.log1p(bets * (values - rest))))) >= threshold
-
-    below, above = (values.sum() + low * (total - drawn)) / total, (values.sum() + high * (total - drawn)) / total
-    while above - below > BOUND_PRECISION:
-        middle = (below + above) / 2
-        below, above = (middle, above) if rejected(middle) else (below, middle)
-    return below
 
 
 @dataclass(frozen=True)
@@ -346,7 +240,7 @@ def _full_run_outlook(entry: Entry, differences: Differences | None, total: int,
     An entry scored in full has its full-run verdict. Otherwise only an entry of 0/1 values (`differences`) can
     settle: the full run's delta is the mean of the task's `total` differences, each in [−1, 1], of which the scored
     ones are a sample without replacement in scoring order, and `population_mean_bound` bounds it at every look at
-    once. The full run can regress the entry only below −`binary_regression_edge` at its `first_step` level, whatever
+    once. The full run can regress the entry only below −`least_churn_regression` at its `first_step` level, whatever
     the unscored documents' spread; the lower bound, at DISAGREEMENT, must lie above that (and above the `floor`).
     Its verdict otherwise is known where it is the same at both corners of the bounds on its delta and on its share
     of changed documents (`full_run_verdict`)."""
@@ -356,7 +250,7 @@ def _full_run_outlook(entry: Entry, differences: Differences | None, total: int,
         return None
     scored = differences.values
     low = population_mean_bound(scored, total, DISAGREEMENT, -1.0, 1.0)
-    may_regress = -binary_regression_edge(differences.margin, upper_quantile(first_step), total)
+    may_regress = -least_churn_regression(differences.margin, upper_quantile(first_step), total)
     if low < max(may_regress, floor if floor is not None else may_regress):
         return None
     share = DISAGREEMENT / 3  # of each of the other three bounds, which only the verdict's label rests on
@@ -375,44 +269,20 @@ def _full_run_outlook(entry: Entry, differences: Differences | None, total: int,
 
 def full_run_verdict(delta: float, changed: float, total: int, margin: float, alpha: float,
                      improved_level: float | None = None) -> Verdict:
-    """The verdict `compare` and `statistics.judge` give a mean of `total` 0/1 values per document that does not
+    """The verdict `compare` and `verdict.judge_entry` give a mean of `total` 0/1 values per document that does not
     regress, with paired differences of mean `delta` of which a share `changed` is not 0: pass, inconclusive or
     improved. It only gets better as delta grows or the share falls (a smaller standard error, McNemar's tail of
     more gains among fewer changes), so over a box of the two its extremes are at two corners. `improved_level`:
     the level p_better must be under for improved (default alpha). The full run Holm-adjusts p_better over the
     task's entries, so an entry is surely improved only below its first Holm step and possibly improved below alpha."""
-    standard_error = math.sqrt(max(changed - delta * delta, 0.0) / max(total - 1, 1))
+    standard_error = paired_standard_error_of_shares(delta, changed, total)
     gained, lost = round(total * (changed + delta) / 2), round(total * (changed - delta) / 2)
     p_better = max(worse_than_margin_pvalue(-delta, standard_error, margin),
                    mcnemar_one_sided_pvalue(max(gained, 0), max(lost, 0)))
     if p_better >= (alpha if improved_level is None else improved_level):
         p_better = 1.0
-    return judge(delta, p_worse=1.0, p_better=p_better, standard_error=standard_error, margin=margin, alpha=alpha,
-                 mde=0.0).verdict
-
-
-def _outlook(low: float, high: float, may_regress: float, margin: float, z_se: float,
-             on_scored: Verdict, full_run_verdicts: bool = False) -> Verdict | None:
-    """The verdict of a pooled entry whose full-run delta lies in [`low`, `high`]: None where that reaches below
-    `may_regress`; else the full run's verdict where the interval lies in one of its regions (statistics.judge:
-    up to −margin + `z_se` inconclusive, up to margin + `z_se` pass, above improved), else (None with
-    `full_run_verdicts`) `on_scored`, the verdict on the documents scored, never regressed."""
-    if low < may_regress:
-        return None
-    bounds = (-margin + z_se, margin + z_se)
-    region_of: Callable[[float], int] = lambda x: sum(x >= b for b in bounds)
-    if region_of(low) == region_of(high):
-        return (Verdict.INCONCLUSIVE, Verdict.PASS, Verdict.IMPROVED)[region_of(low)]
-    if full_run_verdicts:
-        return None
-    return Verdict.INCONCLUSIVE if on_scored is Verdict.REGRESSED else on_scored
-
-
-def binary_regression_edge(margin: float, z: float, total: int) -> float:
-    """The smallest drop x at which a mean of `total` 0/1 values per document can test as worse than −`margin`
-    at z: per-document differences d in {−1, 0, 1} have variance at least |mean d| − (mean d)², so a delta of −x
-    has a standard error of at least sqrt((x − x²) / total), and x − margin = z × that (the larger root)."""
-    return least_churn_regression(margin, z, total)
+    return judge_entry(delta, p_worse=1.0, p_better=p_better, standard_error=standard_error, margin=margin,
+                       alpha=alpha, mde=0.0).verdict
 
 
 def look(baseline: BaselineRecord, candidate: BaselineRecord, task_key: str, pooled: bool = False,
@@ -437,74 +307,10 @@ def compared_so_far(baseline: BaselineRecord, candidate: BaselineRecord, documen
                                                          for p in comparison.pooling))
 
 
-def pooled_outlook(members: Sequence[PoolingStats], level: float, first_step: float,
-                   on_scored: Verdict, full_run_verdicts: bool = False) -> Verdict | None:
-    """A pooled entry's verdict when some of its tasks left documents unscored: None while the full run might still
-    find it regressed (with `full_run_verdicts`, while its full-run verdict is not known), else the full run's
-    verdict where the documents scored settle it, else `on_scored` (its verdict on them, never regressed). `members`: each pooled task's statistics of the entry's metric; `level`: the
-    pooled family's; `first_step`: the entry's first-step level of the family's Holm (no pooled entry regresses
-    unless one is below it).
-
-    The full run's pooled delta is the tasks' full-run deltas weighted by their documents; each is estimated from the
-    task's scored documents (a sample without replacement of its own, so stratified by task), its variance steadied
-    by PRIOR_DOCUMENTS documents at the pooled spread and never below the least a drop the full run blocks has
-    (`binary_regression_edge` at the pooled margin: a look at documents that all agree cannot settle on them alone).
-    The interval's level, DISAGREEMENT over at most BLOCKS looks,
-    bounds how often the full run would have blocked an entry settled here. The region the full run blocks is taken
-    without McNemar's floor, which only narrows it."""
-    scored = np.array([s.n for s in members], dtype=float)
-    totals = scored + np.array([s.unscored for s in members], dtype=float)
-    sums = np.array([s.delta_sum for s in members])
-    squares = np.array([s.delta_square_sum for s in members])
-    means = sums / scored
-    own = np.where(scored > 1, (squares - scored * means ** 2) / np.maximum(scored - 1, 1), 0.0)
-    everything = scored.sum()
-    spread = max(0.0, (squares.sum() - sums.sum() ** 2 / everything) / max(everything - 1, 1))
-    weights = totals / totals.sum()
-    margin = POOLED_MARGIN_SHARE * float(weights @ np.array([s.margin for s in members]))
-    # Documents that all agree have no spread; a pooled drop the full run blocks has at least edge − edge² per
-    # document (its differences are 0/1 ones: binary_regression_edge).
-    edge = binary_regression_edge(margin, upper_quantile(first_step), int(totals.sum()))
-    variances = np.maximum((scored * np.maximum(own, 0.0) + PRIOR_DOCUMENTS * spread) / (scored + PRIOR_DOCUMENTS),
-                           edge - edge * edge)
-    delta = float(weights @ means)
-    unknown = float(np.sum(weights ** 2 * variances / scored * (totals - scored) / np.maximum(totals - 1, 1)))
-    full_se = math.sqrt(max(0.0, float(weights @ (variances + means ** 2)) - delta ** 2) / totals.sum())
-    half_width = upper_quantile(DISAGREEMENT / BLOCKS) * math.sqrt(unknown)
-    return _outlook(delta - half_width, delta + half_width, -margin - upper_quantile(first_step) * full_se,
-                    margin, upper_quantile(level) * full_se, on_scored, full_run_verdicts)
-
-
 def pooled_look_blocks(look: int, block_count: int) -> int:
     """The blocks of a task of `block_count` that a suite's pooled look number `look` (1 to BLOCKS) sees: the same
     share of every task, fixed in advance, so no task's own stop decides what the pooled entry sees."""
     return math.ceil(look * block_count / BLOCKS)
-
-
-def settle_pooled(entries: Sequence[PooledEntry], stats_by_task: Mapping[str, Sequence[PoolingStats]],
-                  regressed_tasks: Collection[str] = (),
-                  full_run_verdicts: bool = False) -> tuple[list[PooledEntry], list[str]]:
-    """(the pooled entries, each with unscored documents given the verdict `pooled_outlook` settles it at, or while
-    unsettled its verdict on the documents scored; the metrics of those unsettled). An early stop can miss a
-    regression, never add a block: an unsettled entry reports regressed only when one of its tasks is in
-    `regressed_tasks` (the session fails on that task anyway). A look at a larger share of the tasks
-    (EarlyStop.pooling_at) is what settles the others. `full_run_verdicts`: as for `pooled_outlook`."""
-    settled, unsettled = [], []
-    family = Counter(entry.suite for entry in entries)  # a suite's pooled entries share its level by Holm
-    for entry in entries:
-        if not entry.unscored:
-            settled.append(entry)
-            continue
-        members = [s for task in entry.tasks for s in stats_by_task[task] if s.metric == entry.metric]
-        verdict = pooled_outlook(members, entry.level, entry.level / family[entry.suite], entry.verdict,
-                                 full_run_verdicts)
-        if verdict is None:
-            unsettled.append(entry.metric)
-            blocked_anyway = any(task in regressed_tasks for task in entry.tasks)
-            verdict = Verdict.INCONCLUSIVE if entry.verdict is Verdict.REGRESSED and not blocked_anyway \
-                else entry.verdict
-        settled.append(dataclasses.replace(entry, verdict=verdict))
-    return settled, unsettled
 
 
 class EarlyStop:

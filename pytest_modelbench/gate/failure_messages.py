@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from pytest_modelbench.gate.compare import Entry, TaskComparison
 from pytest_modelbench.gate.result import entry_json
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.text_format import format_delta, format_number, format_p, format_table
 
 TABLE_HEADER = ("metric", "category", "n", "baseline", "candidate", "delta", "margin", "p-value", "MDE", "verdict")

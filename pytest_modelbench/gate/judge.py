@@ -17,16 +17,13 @@ With --snapshot-update the last four write the candidate's record instead (and t
 entries all stay inside the band is never rewritten. --snapshot-update-new-only writes missing baselines only.
 --snapshot-update --noise-floor scores the task a second time (the runner's second backend), stores the noise floor
 (gate/noise_floor.py) in the record and rewrites every baseline; a stored noise floor above an entry's margin is a
-warning (`Judgement.warning`), never a failure.
+warning (`Judgement.warning`), never a failure. The candidate record's provenance is gate/provenance.py's.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
-import platform
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -34,18 +31,18 @@ from pytest_modelbench.errors import BaselineError, ModelbenchError
 from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.baseline import (
     BaselineRecord,
-    Provenance,
     comparability_problems,
     rebaseline_problem,
     record_from_evaluation,
 )
-from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem, stored_provenance
+from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem
 from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import TaskComparison, compare
 from pytest_modelbench.gate.early_stop import EarlyStop, restricted
+from pytest_modelbench.gate.failure_messages import failure_message, rebaseline_message
 from pytest_modelbench.gate.noise_floor import NoiseWarning, below_noise, binary_metrics, measure, warning_text
 from pytest_modelbench.gate.policy import GatePolicy
-from pytest_modelbench.gate.failure_messages import failure_message, rebaseline_message
+from pytest_modelbench.gate.provenance import provenance, stored_provenance
 from pytest_modelbench.gate.result import (
     STATUS_CREATED,
     STATUS_INVALID,
@@ -57,13 +54,8 @@ from pytest_modelbench.gate.result import (
     score_rows,
 )
 from pytest_modelbench.gate.storage import BaselineStore
-from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
 from pytest_modelbench.tasks.identity import TaskId
 
-CAUSAL_PROTOCOL = "causal-lm loglikelihood, lm-eval 0.4.13 request rules"
-MASKED_PROTOCOL = "masked-lm pseudo-log-likelihood"
-GENERATION_PROTOCOL = "causal-lm greedy generation, lm-eval 0.4.13 generate_until rules"
-PACKAGES = ("pytest-modelbench", "torch", "transformers", "tokenizers", "datasets", "numpy")
 
 # (baseline path, candidate text, stored text, outcome) → whether the candidate's record was written
 Persist = Callable[[Path, str, "str | None", "GateOutcome | None"], bool]
@@ -77,6 +69,9 @@ class GateFailure(ModelbenchError):
 
 @dataclass
 class Judgement:
+    """A task's judgement: its gate result and what the task fails or warns with (an entry's verdict is
+    verdict.EntryVerdict)."""
+
     result: GateResult
     error: ModelbenchError | None = None  # the task fails with it
     warning: str | None = None  # entries whose margin is below the measured noise floor (gate/noise_floor.py)
@@ -129,76 +124,6 @@ def gate_texts(
     return GateOutcome(compare(baseline, candidate, candidate.tolerance, documents, aggregates),
                        baseline=baseline)
 
-
-
-def package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return versions
-
-
-def scoring_protocol(evaluation: Any, backend: Any, batch_size: int | str) -> str:
-    """How the numbers were produced; a baseline scored under another protocol is not comparable.
-
-    An explicit `scoring_protocol` carried by the evaluation wins; otherwise what was run (causal log-likelihood,
-    masked pseudo-log-likelihood with the task's masked protocol, greedy generation, or sampled generation with its
-    settings, seed and batch size), the scorer's knobs from --model-args (add_bos_token, prefix_token_id, max_length)
-    and the prompt format (--apply-chat-template, ...).
-    """
-    explicit = getattr(evaluation, "scoring_protocol", None) or getattr(evaluation.prepared, "scoring_protocol", None)
-    if explicit:
-        return str(explicit)
-    leaves = getattr(evaluation, "leaves", None)
-    if leaves is not None:  # a group (metrics/group_scores.py): its tasks' protocols, each once
-        return " | ".join(dict.fromkeys(scoring_protocol(leaf, backend, batch_size) for leaf in leaves))
-    generated = getattr(evaluation, "generations", None) is not None
-    if generated and evaluation.prepared.config.generation.sampling:
-        # The seed and the batch size choose the draw, so a run reproduces its baseline's answers only with both.
-        settings = evaluation.prepared.config.generation.label()
-        if str(getattr(backend, "device", "")).startswith("server"):  # the server's sampler: other draws than torch's
-            base = (f"causal-lm sampled generation on a server ({settings}; seed {SAMPLING_SEED} per request), "
-                    "lm-eval 0.4.13 generate_until rules")
-        else:
-            base = (f"causal-lm sampled generation ({settings}; torch seed {SAMPLING_SEED} per task, batch size "
-                    f"{batch_size}), lm-eval 0.4.13 generate_until rules")
-    elif generated:
-        base = GENERATION_PROTOCOL
-    elif getattr(backend, "model_type", "causal") == "masked":
-        masked = getattr(evaluation.prepared.config, "masked_protocol", None) or "pll"
-        base = f"{MASKED_PROTOCOL} ({masked})"
-    else:
-        base = CAUSAL_PROTOCOL
-    knobs = "".join(f"; {k}={v}" for k, v in sorted((getattr(backend, "scorer_kwargs", None) or {}).items()))
-    prompt = getattr(evaluation.prepared, "prompt_label", "")  # chat template, system instruction
-    return base + knobs + (f"; {prompt}" if prompt else "")
-
-
-def provenance(evaluation: Any, runner: Any) -> Provenance:
-    """Where the candidate's numbers come from: model, weights, task config, data, protocol, packages."""
-    backend = runner.backend().describe()
-    options = runner.options
-    prepared = evaluation.prepared
-    dtype = backend.dtype
-    requested = str(options.dtype)
-    batch_size = runner.batch_size_for(prepared.config.output_type)
-    return Provenance(
-        model=str(backend.name or options.model),
-        model_fingerprint=str(backend.fingerprint),
-        task_config_hash=prepared.config.config_hash,
-        data_fingerprint=prepared.data_fingerprint,
-        limit=prepared.limit,
-        num_fewshot=int(prepared.num_fewshot),
-        scoring_protocol=scoring_protocol(evaluation, backend, batch_size),
-        dtype=(dtype or requested) if requested in ("auto", dtype) or not dtype else f"{requested} ({dtype})",
-        batch_size=batch_size,
-        device=backend.device,
-        packages=package_versions(),
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    )
 
 
 def candidate_record(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePolicy,

@@ -66,7 +66,7 @@ def tolerance_json(tolerance: Tolerance) -> dict[str, Any]:
     """As a baseline file's `gate` block."""
     return {
         "absolute_margin": tolerance.absolute_margin, "relative_margin": tolerance.relative_margin,
-        "alpha": tolerance.alpha, "tasks": tolerance.tasks, "weight": tolerance.weight,
+        "alpha": tolerance.alpha, "tasks": tolerance.task_count, "weight": tolerance.weight,
         "total_weight": tolerance.total_weight,
         "metric_margins": {name: {"absolute": m.absolute, "relative": m.relative}
                            for name, m in sorted(tolerance.metric_margins.items())},
@@ -93,7 +93,7 @@ def _tolerance(raw: Any) -> Tolerance:
         raise ValueError(f"'tasks' must be an integer >= 1, got {tasks!r}")
     return Tolerance(absolute_margin=number(raw.get("absolute_margin"), "absolute_margin"),
                      relative_margin=number(raw.get("relative_margin"), "relative_margin"),
-                     alpha=number(raw.get("alpha"), "alpha"), tasks=tasks, weight=number(raw.get("weight"), "weight"),
+                     alpha=number(raw.get("alpha"), "alpha"), task_count=tasks, weight=number(raw.get("weight"), "weight"),
                      total_weight=number(raw.get("total_weight"), "total_weight"), metric_margins=margins)
 
 

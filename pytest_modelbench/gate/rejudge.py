@@ -21,9 +21,10 @@ import json
 from typing import Any, Sequence
 
 from pytest_modelbench.gate.baseline import Tolerance, document_hash, document_keys, rebaseline_problem
-from pytest_modelbench.gate.baseline_file import parse_or_problem, stored_provenance
+from pytest_modelbench.gate.baseline_file import parse_or_problem
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.noise_floor import below_noise, binary_metrics
+from pytest_modelbench.gate.provenance import stored_provenance
 from pytest_modelbench.gate.result import GateResult
 from pytest_modelbench.tasks.requests import DocumentRequests
 
@@ -104,9 +105,11 @@ def rejudge(recorded: GateResult, candidate_text: str, stored_text: str | None, 
 
 
 def _difference(recorded: Tolerance, own: Tolerance) -> str:
-    for name in ("alpha", "tasks", "weight", "total_weight", "absolute_margin", "relative_margin"):
+    for name, label in (("alpha", "alpha"), ("task_count", "tasks"), ("weight", "weight"),
+                        ("total_weight", "total_weight"), ("absolute_margin", "absolute_margin"),
+                        ("relative_margin", "relative_margin")):
         if getattr(recorded, name) != getattr(own, name):
-            return f"{name} {getattr(recorded, name)!r}, here {getattr(own, name)!r}"
+            return f"{label} {getattr(recorded, name)!r}, here {getattr(own, name)!r}"
     for metric in sorted(set(recorded.metric_margins) | set(own.metric_margins)):
         if recorded.margin(metric) != own.margin(metric):
             return f"margin of {metric} {recorded.margin(metric)}, here {own.margin(metric)}"

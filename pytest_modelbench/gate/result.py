@@ -11,7 +11,7 @@ from typing import Any, Iterable
 from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT
 from pytest_modelbench.gate.baseline import BaselineRecord
 from pytest_modelbench.gate.compare import Entry, TaskComparison
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 
 # Task-level statuses, besides a comparison's verdict.
 STATUS_COMPARED = "compared"
@@ -87,7 +87,7 @@ class GateResult:
         return cls(
             status=STATUS_COMPARED, verdict=comparison.verdict.value,
             n_documents=comparison.n_documents, entries=[entry_json(e) for e in comparison.worst_first()],
-            alpha=comparison.tolerance.alpha, tasks=comparison.tolerance.tasks, weight=comparison.tolerance.weight,
+            alpha=comparison.tolerance.alpha, tasks=comparison.tolerance.task_count, weight=comparison.tolerance.weight,
             total_weight=comparison.tolerance.total_weight, pooling=[p.as_json() for p in comparison.pooling],
             **kwargs,
         )

@@ -19,7 +19,10 @@ from pytest_modelbench.gate import policy_file
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.baseline_file import read_text
 from pytest_modelbench.gate.policy import GatePolicy
+from pytest_modelbench.tasks.config import is_task_file
+from pytest_modelbench.tasks.groups import is_group_file
 from pytest_modelbench.tasks.identity import TaskId, safe_file_stem, suite_of
+from pytest_modelbench.tasks.yaml_loader import load_merged_yaml
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -127,10 +130,6 @@ class BaselineStore:
         Decided from the task YAMLs on disk, not from the selection: a task deselected with -k or -m keeps its
         baseline. A suite folder with a YAML that cannot be read is skipped (its tasks are unknown).
         """
-        from pytest_modelbench.tasks.config import is_task_file
-        from pytest_modelbench.tasks.groups import is_group_file
-        from pytest_modelbench.tasks.yaml_loader import load_merged_yaml
-
         defined: dict[Path, set[str]] = {}
         bundles: dict[Path, set[str]] = {}  # file-stem prefixes of bundle members' baselines
         unknown: set[Path] = set()

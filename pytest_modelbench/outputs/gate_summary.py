@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT
 from pytest_modelbench.gate.pooled import PooledEntry
 from pytest_modelbench.gate.result import STATUS_COMPARED, GateResult, outcome_rank
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.text_format import format_delta, format_number, format_p
 
 COLUMNS_NOTE = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING, Any, Sequence
 
-from pytest_modelbench.gate.baseline import COMPARABILITY_KEYS
+from pytest_modelbench.gate.provenance import COMPARABILITY_KEYS
 from pytest_modelbench.gate.changed_documents import format_value
 from pytest_modelbench.gate.failure_messages import (
     LEGEND,

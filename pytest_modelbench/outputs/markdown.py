@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from pytest_modelbench.gate.failure_messages import LEGEND, MAX_TABLE_ROWS, TABLE_HEADER, entry_row
 from pytest_modelbench.gate.pooled import PooledEntry
 from pytest_modelbench.gate.result import STATUS_COMPARED, GateResult, sorted_results
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.outputs.gate_summary import (
     COLUMNS_NOTE,
     POOLED_HEADER,

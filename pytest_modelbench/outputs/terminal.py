@@ -9,7 +9,7 @@ from pytest_modelbench.gate.failure_messages import compare_hint
 from pytest_modelbench.gate.noise_floor import NoiseWarning
 from pytest_modelbench.gate.pooled import PooledEntry
 from pytest_modelbench.gate.result import STATUS_COMPARED, STATUS_REBASELINE, GateResult, sorted_results
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.outputs.gate_summary import (
     COLUMNS_NOTE,
     POOLED_HEADER,

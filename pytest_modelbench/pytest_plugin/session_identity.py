@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_modelbench.gate.judge import package_versions
+from pytest_modelbench.gate.provenance import package_versions
 from pytest_modelbench.pytest_plugin.gate_hooks import is_gated
 from pytest_modelbench.pytest_plugin.shards import scored_tasks
 

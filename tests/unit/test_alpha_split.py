@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_modelbench.errors import TaskConfigError
+from pytest_modelbench.gate.alpha_split import AlphaSplit, UnweighedItemError
 from pytest_modelbench.gate.baseline import Tolerance, comparability_problems
 from pytest_modelbench.gate.baseline_file import dumps, parse
 from pytest_modelbench.gate.policy import GateOptionError, GatePolicy, checked_weights
@@ -41,6 +42,18 @@ def test_weights_3_1_1_1_split_alpha_into_a_half_and_sixths():
     assert split.applied(Tolerance(alpha=0.5), KEYS[1]).task_alpha == pytest.approx(0.5 / 6)
 
 
+def test_an_item_the_session_split_does_not_weigh_is_an_error_not_a_level_outside_alpha():
+    """Weights 1 and 1 share alpha in halves; a third item at weight 1 over the same total of 2 would be tested at
+    another half, the levels summing to 1.5 alpha. The split refuses it, naming the item; an empty split (none made)
+    and per-task control, where the weights are not used, still give the item all of alpha."""
+    split = policy().alpha_split({KEYS[0]: None, KEYS[1]: None}, KEYS[:2])
+    with pytest.raises(UnweighedItemError, match="bias/stereoset_intra: the session's split of alpha weighs 2"):
+        split.applied(Tolerance(alpha=0.05), KEYS[2])
+    assert AlphaSplit().applied(Tolerance(alpha=0.05), KEYS[2]).task_alpha == 0.05
+    per_task = policy("task").alpha_split({KEYS[0]: None, KEYS[1]: None}, KEYS[:2])
+    assert per_task.applied(Tolerance(alpha=0.05), KEYS[2]).task_alpha == 0.05
+
+
 def test_unweighted_levels_are_the_old_alpha_over_tasks():
     split = policy().alpha_split({key: None for key in KEYS}, KEYS)
     assert [split.applied(Tolerance(alpha=0.05), key).task_alpha for key in KEYS] == [0.05 / 4] * 4
@@ -53,7 +66,7 @@ def test_the_ini_overrides_the_yaml_and_per_task_control_ignores_both():
     assert dict(split.weights) == {KEYS[0]: 3.0, KEYS[1]: 2.0}
     per_task = policy("task", bias__crows_pairs_french=2.0).alpha_split(yaml_weights, KEYS)
     tolerance = per_task.applied(Tolerance(alpha=0.05), KEYS[0])
-    assert (tolerance.task_alpha, tolerance.tasks, tolerance.weight) == (0.05, 1, 3.0)
+    assert (tolerance.task_alpha, tolerance.task_count, tolerance.weight) == (0.05, 1, 3.0)
 
 
 def test_an_ini_weight_for_no_collected_task_is_one_error_naming_it():
@@ -107,12 +120,12 @@ def test_task_and_group_yaml_weights(tmp_path):
 
 
 def test_baselines_keep_the_weights_read_old_ones_as_unweighted_and_stay_comparable():
-    weighted = Tolerance(alpha=0.05, tasks=4, weight=3.0, total_weight=6.0)
+    weighted = Tolerance(alpha=0.05, task_count=4, weight=3.0, total_weight=6.0)
     record = make_record({"acc": [1, 0, 1]}, tolerance=weighted)
     assert parse(dumps(record), "x.json").tolerance == weighted
     document = json.loads(dumps(record))
     assert (document["gate"]["weight"], document["gate"]["total_weight"]) == (3.0, 6.0)
-    old = Tolerance(alpha=0.05, tasks=4)  # a baseline recorded before weights: 1 each, total = tasks
+    old = Tolerance(alpha=0.05, task_count=4)  # a baseline recorded before weights: 1 each, total = task_count
     assert (old.weight, old.total_weight, old.task_alpha) == (1.0, 4.0, 0.05 / 4)
     # the stored tolerance is informative: a baseline recorded under other weights is still compared
     assert comparability_problems(make_record({"acc": [1, 0, 1]}, tolerance=old), record) == []

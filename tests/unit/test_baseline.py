@@ -74,7 +74,7 @@ def test_round_trip_and_readable_layout(tmp_path):
 
 
 def test_gate_settings_round_trip_and_older_gate_blocks_still_load(tmp_path):
-    tolerance = Tolerance(0.01, 0.0, 0.05, tasks=21, metric_margins={"likelihood_diff": Margin(relative=0.1)})
+    tolerance = Tolerance(0.01, 0.0, 0.05, task_count=21, metric_margins={"likelihood_diff": Margin(relative=0.1)})
     record = make_record({"acc": [1, 0, 1], "likelihood_diff": [0.5, 1.25, 3.0]}, tolerance=tolerance)
     text = dumps(record)
     assert parse(text, "x.json").tolerance == tolerance
@@ -83,7 +83,7 @@ def test_gate_settings_round_trip_and_older_gate_blocks_still_load(tmp_path):
     document = json.loads(text)
     document["gate"] = {"absolute_margin": 0.01, "relative_margin": 0.0, "alpha": 0.05}
     older = parse(_resealed(document), "old.json").tolerance
-    assert older == Tolerance(0.01, 0.0, 0.05) and older.tasks == 1 and older.margin("acc") == Margin(0.01, 0.0)
+    assert older == Tolerance(0.01, 0.0, 0.05) and older.task_count == 1 and older.margin("acc") == Margin(0.01, 0.0)
 
 
 def test_one_flipped_outcome_is_a_small_diff():

@@ -11,7 +11,7 @@ from pytest_modelbench.errors import TaskConfigError
 from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.settings import resolve_tolerance
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.metrics.evidence import DERIVED_METRICS, STEREOTYPE_PREFERENCE, derived_metrics
 from pytest_modelbench.metrics.registry import METRICS, Margin
 from pytest_modelbench.tasks.config import load_task_config

@@ -17,7 +17,7 @@ from pytest_modelbench.errors import MetricError, TaskConfigError
 from pytest_modelbench.gate.baseline import Tolerance, record_from_evaluation
 from pytest_modelbench.gate.baseline_file import dumps, parse
 from pytest_modelbench.gate.compare import compare
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.metrics.classification import aggregate_f1, aggregate_mcc
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.tasks.config import load_task_config

@@ -14,17 +14,12 @@ import pytest
 from pytest_modelbench.errors import DocumentError, TaskConfigError
 from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
 from pytest_modelbench.gate.compare import compare
-from pytest_modelbench.gate.pooled import PoolingStats, pooled_entries
-from pytest_modelbench.gate.statistics import (
-    Verdict,
-    cluster_labels,
-    cluster_signs,
-    clustered_paired_standard_error,
-    paired_binary_standard_error,
-    paired_bootstrap,
-    student_t_cdf,
-    worse_than_margin_pvalue,
-)
+from pytest_modelbench.gate.evidence.clusters import cluster_labels, cluster_signs
+from pytest_modelbench.gate.evidence.paired import paired_bootstrap, paired_standard_error
+from pytest_modelbench.gate.evidence.pooling import PoolingStats
+from pytest_modelbench.gate.evidence.significance import student_t_cdf, worse_than_margin_pvalue
+from pytest_modelbench.gate.pooled import pooled_entries
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.groups import load_group_config
 from pytest_modelbench.tasks.task import prepare_task
@@ -40,7 +35,7 @@ def test_the_clustered_standard_error_is_the_cr1_formula_by_hand():
     labels = cluster_labels(["a", "a", "b", "b", "c", "c"])
     # cluster sums 1, 0, 1 over 2 documents each; mean 1/3; residuals 1/3, −2/3, 1/3: Σ² = 2/3;
     # SE² = G/(G−1) × Σ² / N² = 3/2 × 2/3 / 36 = 1/36
-    assert clustered_paired_standard_error(d, labels) == pytest.approx(1 / 6)
+    assert paired_standard_error(d, labels) == pytest.approx(1 / 6)
     assert cluster_signs(d, labels) == (0, 2)
 
 
@@ -62,7 +57,7 @@ def test_one_document_a_cluster_gives_the_unclustered_standard_error_and_mcnemar
     rng = np.random.default_rng(0)
     base, cand = (rng.random(500) < 0.4).astype(float), (rng.random(500) < 0.4).astype(float)
     labels = cluster_labels([None] * 500)
-    assert clustered_paired_standard_error(cand - base, labels) == pytest.approx(paired_binary_standard_error(base, cand))
+    assert paired_standard_error(cand - base, labels) == pytest.approx(paired_standard_error(cand - base))
     assert cluster_signs(cand - base, labels) == (int(np.sum(cand < base)), int(np.sum(cand > base)))
 
 
@@ -80,7 +75,7 @@ def test_identical_copies_of_a_task_pool_to_the_single_tasks_standard_error():
     cand = np.where(rng.random(1172) < 0.15, 1 - base, base)
     [twelve] = pooled_entries("arc", _copies(base, cand, 12, 1172), alpha=0.05, level=LEVEL)
     assert twelve.n == 12 * 1172 and twelve.delta == pytest.approx(cand.mean() - base.mean())
-    assert twelve.standard_error == pytest.approx(paired_binary_standard_error(base, cand))  # the task's own
+    assert twelve.standard_error == pytest.approx(paired_standard_error(cand - base))  # the task's own
 
 
 def test_three_tasks_with_identical_outcomes_at_the_pooled_margin_are_blocked_at_most_the_level():
@@ -100,7 +95,7 @@ def test_three_tasks_with_identical_outcomes_at_the_pooled_margin_are_blocked_at
 
 
 def _task_records(name: str, base: np.ndarray, cand: np.ndarray, keys: list[str]):
-    tolerance = Tolerance(alpha=0.05, tasks=4, total_weight=6.0)
+    tolerance = Tolerance(alpha=0.05, task_count=4, total_weight=6.0)
     return [make_record({"acc": v}, metrics=[ACC], task=name, keys=keys, tolerance=tolerance) for v in (base, cand)], \
         tolerance
 
@@ -120,7 +115,7 @@ def test_a_group_beside_its_tasks_pools_each_document_once():
                      category_field="task")
              for r in _task_records("group", np.concatenate([b.values["acc"] for b in bases]),
                                     np.concatenate([c.values["acc"] for c in cands]), keys)[0]]
-    stats["quiz/group"] = list(compare(*group, Tolerance(alpha=0.05, tasks=4, total_weight=6.0)).pooling)
+    stats["quiz/group"] = list(compare(*group, Tolerance(alpha=0.05, task_count=4, total_weight=6.0)).pooling)
     [entry] = pooled_entries("quiz", stats, alpha=0.05, level=LEVEL)
     [without_group] = pooled_entries("quiz", {k: v for k, v in stats.items() if k != "quiz/group"}, alpha=0.05,
                                      level=LEVEL)
@@ -175,9 +170,9 @@ def test_a_task_declaring_clusters_gets_clustered_entries():
     records = [replace(make_record({"acc": v}, metrics=[ACC]), doc_clusters=tuple(f"q{i // 4}" for i in range(800)))
                for v in copies]
     [entry] = compare(*records, Tolerance()).entries
-    assert entry.standard_error == pytest.approx(paired_binary_standard_error(base, cand), rel=1e-2)
+    assert entry.standard_error == pytest.approx(paired_standard_error(cand - base), rel=1e-2)
     clustered = paired_bootstrap(*copies, clusters=np.arange(800) // 4, n_resamples=4000, seed=1)
-    assert clustered.standard_error == pytest.approx(paired_binary_standard_error(base, cand), rel=0.08)
+    assert clustered.standard_error == pytest.approx(paired_standard_error(cand - base), rel=0.08)
 
 
 def write_stereoset(root: Path, kind: str, targets: list[str]) -> None:

@@ -10,8 +10,9 @@ from statistics import NormalDist
 
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.baseline_file import dumps
-from pytest_modelbench.gate.compare import compare, holm_weights, paired_test
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.compare import compare, holm_weights
+from pytest_modelbench.gate.evidence.paired_tests import paired_test
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.metrics.registry import Margin
 from pytest_modelbench.gate.judge import gate_texts
 from pytest_modelbench.pytest_plugin.syrupy_extension import BaselineExtension, BaselineUpdateExtension
@@ -117,7 +118,7 @@ def test_tasks_share_alpha():
     alone = compare(base, cand, TOL).entries[0]
     assert alone.verdict is Verdict.REGRESSED and alone.p_value == pytest.approx(3.8e-4, rel=0.01)
     assert alone.p_value == pytest.approx(_binary_p_worse([1] * 100, [0] * 12 + [1] * 88, 0.01))
-    shared = compare(base, cand, Tolerance(0.01, 0.0, 0.05, tasks=500)).entries[0]  # tested at 0.05 / 500 = 1e-4
+    shared = compare(base, cand, Tolerance(0.01, 0.0, 0.05, task_count=500)).entries[0]  # tested at 0.05 / 500 = 1e-4
     assert shared.verdict is Verdict.INCONCLUSIVE and shared.mde > alone.mde
 
 

@@ -19,7 +19,7 @@ from pytest_modelbench.gate.baseline import Tolerance, record_from_evaluation
 from pytest_modelbench.gate.baseline_file import checksum, dumps, parse
 from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import compare
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.metrics.aggregate import score_task
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.outputs.results import RESULTS_SCHEMA, results_document, task_results

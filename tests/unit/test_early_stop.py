@@ -10,11 +10,15 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from pytest_modelbench.gate import early_stop
+from pytest_modelbench.gate import early_stop, early_stop_pooled
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.compare import compare
-from pytest_modelbench.gate.pooled import PoolingStats, pooled_entries
-from pytest_modelbench.gate.statistics import Verdict, paired_binary_standard_error, worse_than_margin_pvalue
+from pytest_modelbench.gate.evidence.anytime import anytime_p_worse, betting_p_worse, population_mean_bound
+from pytest_modelbench.gate.evidence.paired import paired_standard_error
+from pytest_modelbench.gate.evidence.pooling import PoolingStats
+from pytest_modelbench.gate.evidence.significance import least_churn_regression, worse_than_margin_pvalue
+from pytest_modelbench.gate.pooled import pooled_entries
+from pytest_modelbench.gate.verdict import Verdict
 from tests.fixtures.gate_records import ACC, make_record
 
 
@@ -45,7 +49,7 @@ def test_the_always_valid_p_value_keeps_its_level_when_the_gate_looks_after_ever
     means = np.cumsum(diffs, axis=1) / counts
     ses = sd / np.sqrt(counts)
     looks = np.arange(9, n, 8)  # every 8 documents from the 10th: 99 looks
-    anytime = np.array([[early_stop.anytime_p_worse(means[r, t], ses[t], margin, t + 1, n, alpha) for t in looks]
+    anytime = np.array([[anytime_p_worse(means[r, t], ses[t], margin, t + 1, n, alpha) for t in looks]
                         for r in range(runs)])
     fixed = np.array([[worse_than_margin_pvalue(means[r, t], ses[t], margin) for t in looks] for r in range(runs)])
     blocked_anytime = np.mean((anytime < alpha).any(axis=1))
@@ -60,7 +64,7 @@ def test_the_always_valid_p_value_is_never_below_the_fixed_samples():
             se = 0.02
             delta = z * se - 0.01
             fixed = worse_than_margin_pvalue(delta, se, 0.01)
-            assert early_stop.anytime_p_worse(delta, se, 0.01, t, 1000, 0.05) >= fixed
+            assert anytime_p_worse(delta, se, 0.01, t, 1000, 0.05) >= fixed
 
 
 def _flipped(base: np.ndarray, share: float, rng: np.random.Generator, direction: int) -> np.ndarray:
@@ -209,7 +213,7 @@ def test_an_unchanged_suites_pooled_entry_settles_on_part_of_its_documents_and_t
     full = _pooled(_suite_stats(0.0, 3000, seed=4))
     assert full.unscored == 0 and full.verdict is not Verdict.REGRESSED
     stats = _suite_stats(0.0, 1500, seed=4)
-    [settled], unsettled = early_stop.settle_pooled([_pooled(stats)], stats)
+    [settled], unsettled = early_stop_pooled.settle_pooled([_pooled(stats)], stats)
     assert unsettled == [] and settled.unscored == 4500 and settled.verdict is not Verdict.REGRESSED
 
 
@@ -220,11 +224,11 @@ def test_a_diffuse_drop_keeps_the_pooled_entry_unsettled_and_never_blocks_on_par
     for scored in (375, 1500, 2625):
         stats = _suite_stats(0.01, scored, seed=5, churn=0.01)
         entry = _pooled(stats)
-        [settled], unsettled = early_stop.settle_pooled([entry], stats)
+        [settled], unsettled = early_stop_pooled.settle_pooled([entry], stats)
         assert unsettled == ["acc"] and settled.verdict is not Verdict.REGRESSED
         assert (settled.n, settled.unscored) == (3 * scored, 3 * (3000 - scored))
         # where one of its tasks stopped regressed (the session fails on it anyway) it keeps its verdict on them
-        [kept], _ = early_stop.settle_pooled([entry], stats, regressed_tasks={"suite/b"})
+        [kept], _ = early_stop_pooled.settle_pooled([entry], stats, regressed_tasks={"suite/b"})
         assert kept.verdict is entry.verdict
     assert entry.verdict is Verdict.REGRESSED  # on 2,625 of each task's 3,000 documents
 
@@ -240,7 +244,7 @@ def test_a_pooled_entry_settled_not_regressed_is_rarely_one_the_full_run_blocks(
         blocked += 1
         for scored in range(375, 3000, 375):
             stats = _suite_stats(0.009, scored, seed)
-            if not early_stop.settle_pooled([_pooled(stats)], stats)[1]:
+            if not early_stop_pooled.settle_pooled([_pooled(stats)], stats)[1]:
                 disagree += 1
                 break
     assert blocked >= 40 and disagree <= 200 * 0.01
@@ -253,8 +257,8 @@ def test_a_0_1_mean_tests_as_worse_than_its_margin_only_past_the_binary_edge(tot
     z = NormalDist().inv_cdf(1 - 0.025)
     base = np.ones(total)
     losses = next(L for L in range(1, total) if worse_than_margin_pvalue(
-        -L / total, paired_binary_standard_error(base, np.r_[np.zeros(L), np.ones(total - L)]), margin) < 0.025)
-    edge = early_stop.binary_regression_edge(margin, z, total)
+        -L / total, paired_standard_error(np.r_[np.zeros(L), np.ones(total - L)] - base), margin) < 0.025)
+    edge = least_churn_regression(margin, z, total)
     assert (losses - 1) / total < edge <= losses / total + 1 / total
 
 
@@ -340,8 +344,8 @@ def test_the_confidence_sequence_covers_the_whole_populations_mean_at_every_look
             [-1.0, 0.0, 1.0], total, p=[changed / 2 + tilt, 1 - changed, changed / 2 - tilt])
         mean = population.mean()
         drawn = rng.permutation(population)
-        bounds = [(early_stop.population_mean_bound(drawn[:t], total, level, -1, 1),
-                   early_stop.population_mean_bound(drawn[:t], total, level, -1, 1, upper=True))
+        bounds = [(population_mean_bound(drawn[:t], total, level, -1, 1),
+                   population_mean_bound(drawn[:t], total, level, -1, 1, upper=True))
                   for t in range(15, total, 15)]
         missed[False] += any(low > mean for low, _ in bounds)
         missed[True] += any(high < mean for _, high in bounds)
@@ -357,10 +361,10 @@ def test_the_betting_test_blocks_a_candidate_at_its_margin_at_most_at_its_level_
     rng = np.random.default_rng(32)
     runs, n, margin, alpha = 1000, 800, 0.01, 0.05
     at_margin = rng.choice([-1.0, 0.0, 1.0], size=(runs, n), p=[0.055, 0.9, 0.045])
-    blocked = np.mean([early_stop.betting_p_worse(d, margin) < alpha for d in at_margin])
+    blocked = np.mean([betting_p_worse(d, margin) < alpha for d in at_margin])
     assert blocked <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / runs)
     worse = rng.choice([-1.0, 0.0], size=200, p=[0.1, 0.9])
-    assert early_stop.betting_p_worse(worse, margin) < alpha
+    assert betting_p_worse(worse, margin) < alpha
 
 
 def test_a_pooled_look_at_documents_that_all_agree_does_not_settle_a_diffuse_drop_the_full_run_blocks():
@@ -381,7 +385,7 @@ def test_a_pooled_look_at_documents_that_all_agree_does_not_settle_a_diffuse_dro
         first[f"suite/{name}"] = [replace(part, unscored=700)]
     assert _pooled(full).verdict is Verdict.REGRESSED
     assert all(s.delta_square_sum == 0 for [s] in first.values())
-    [settled], unsettled = early_stop.settle_pooled([_pooled(first)], first)
+    [settled], unsettled = early_stop_pooled.settle_pooled([_pooled(first)], first)
     assert unsettled == ["acc"] and settled.verdict is not Verdict.REGRESSED
 
 

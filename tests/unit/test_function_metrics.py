@@ -20,7 +20,7 @@ from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.gate.baseline import Tolerance, record_from_evaluation
 from pytest_modelbench.gate.baseline_file import dumps
 from pytest_modelbench.gate.settings import resolve_tolerance
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.gate.judge import gate_texts
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.tasks.config import load_task_config

@@ -11,7 +11,7 @@ import numpy as np
 from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
 from pytest_modelbench.gate.baseline_file import parse
 from pytest_modelbench.gate.compare import compare
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.metrics.registry import METRICS
 from tests.fixtures.gate_records import make_record
 
@@ -21,7 +21,7 @@ SHIPPED_TASKS = 21  # suites/arc_mt 12, suites/bangla 5, suites/bias 4
 
 
 def session(metrics) -> Tolerance:
-    return Tolerance(alpha=0.05, tasks=SHIPPED_TASKS, metric_margins={m: METRICS[m].margin for m in metrics})
+    return Tolerance(alpha=0.05, task_count=SHIPPED_TASKS, metric_margins={m: METRICS[m].margin for m in metrics})
 
 
 def crows_candidate(stereotyped: dict[str, float], seed: int = 0):

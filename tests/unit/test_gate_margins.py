@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_modelbench.gate.compare import compare
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.pytest_plugin.gate_hooks import GATE_KEY
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.identity import identify

@@ -42,7 +42,7 @@ def file_text(*sessions) -> str:
 def test_an_unchanged_policy_gives_the_refs_tolerances():
     run = session({"bias/a": 1, "bias/b": 2})
     protected = policy_file.check_at_ref(file_text(run), run, ref="main", shown="p.json", baseline_name="default")
-    assert protected["bias/b"] == Tolerance(alpha=0.05, tasks=2, weight=2.0, total_weight=3.0,
+    assert protected["bias/b"] == Tolerance(alpha=0.05, task_count=2, weight=2.0, total_weight=3.0,
                                             metric_margins={"acc": Margin(0.01, 0.0)})
     policy = GatePolicy(baselines_dir=Path("baselines"), protected=protected)
     assert policy.tolerance(None, AlphaSplit(), "bias/b") is protected["bias/b"]  # the judge applies the ref's

@@ -11,8 +11,10 @@ import pytest
 
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.compare import compare
-from pytest_modelbench.gate.pooled import PoolingStats, pooled_entries
-from pytest_modelbench.gate.statistics import Verdict, detectable_regression
+from pytest_modelbench.gate.evidence.pooling import PoolingStats
+from pytest_modelbench.gate.evidence.significance import detectable_regression
+from pytest_modelbench.gate.pooled import pooled_entries
+from pytest_modelbench.gate.verdict import Verdict
 from tests.fixtures.gate_records import make_record
 
 

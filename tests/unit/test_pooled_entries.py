@@ -10,12 +10,14 @@ from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.decision import SessionDecision
 from pytest_modelbench.gate.policy import GateOptionError, GatePolicy, checked_weights
-from pytest_modelbench.gate.pooled import PoolingStats, pooled_entries, pooled_suites
+from pytest_modelbench.gate.evidence.paired import paired_standard_error
+from pytest_modelbench.gate.evidence.pooling import PoolingStats
+from pytest_modelbench.gate.pooled import pooled_entries, pooled_suites
 from pytest_modelbench.gate.result import GateResult
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.outputs.result_properties import properties, result_from_properties
 from pytest_modelbench.outputs.session_reports import terminal_section
 from pytest_modelbench.outputs.terminal import pooled_lines
-from pytest_modelbench.gate.statistics import Verdict, paired_binary_standard_error
 from tests.fixtures.gate_records import make_record
 
 ACC = MetricInfo("acc", "higher", None, True)
@@ -28,7 +30,7 @@ def _task(name: str, rng: np.random.Generator, n: int = 3000, drop: float = 0.01
     cand = base.copy()
     right = np.flatnonzero(base == 1)
     cand[rng.choice(right, int(round(drop * n)), replace=False)] = 0.0
-    tolerance = Tolerance(alpha=0.05, tasks=3, total_weight=4.5)
+    tolerance = Tolerance(alpha=0.05, task_count=3, total_weight=4.5)
     records = [make_record({"acc": v}, metrics=[ACC], task=name, tolerance=tolerance) for v in (base, cand)]
     return records, base, cand, tolerance
 
@@ -46,7 +48,7 @@ def test_a_one_point_drop_on_every_task_is_inside_each_tasks_margin_and_a_pooled
     base = np.concatenate([b for _, b, _, _ in tasks.values()])
     cand = np.concatenate([c for _, _, c, _ in tasks.values()])
     assert entry.n == 9000 and entry.delta == pytest.approx(cand.mean() - base.mean())
-    assert entry.standard_error == pytest.approx(paired_binary_standard_error(base, cand))
+    assert entry.standard_error == pytest.approx(paired_standard_error(cand - base))
     assert (entry.baseline, entry.candidate) == (pytest.approx(base.mean()), pytest.approx(cand.mean()))
 
 

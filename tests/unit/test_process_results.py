@@ -17,7 +17,7 @@ from pytest_modelbench.errors import DocumentError, MetricError, TaskConfigError
 from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.gate.baseline import Tolerance, record_from_evaluation
 from pytest_modelbench.gate.baseline_file import dumps
-from pytest_modelbench.gate.statistics import Verdict
+from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.gate.judge import gate_texts
 from pytest_modelbench.scoring.causal import CausalLMScorer
 from pytest_modelbench.tasks.config import load_task_config
@@ -537,7 +537,7 @@ def test_the_gate_reapplies_the_function_to_resampled_documents_lists(tmp_path):
 def test_the_paired_bootstrap_indexes_object_columns_of_equal_length_lists_by_document():
     """Every document with two values: an object column must stay one entry per document when resampled (a 2-D array
     would index by value pairs only by luck)."""
-    from pytest_modelbench.gate.compare import aggregate_test
+    from pytest_modelbench.gate.evidence.paired_tests import aggregate_test
     from pytest_modelbench.metrics.aggregate import DocumentItems, document_column
     from pytest_modelbench.metrics.task_aggregation import TaskAggregation
 

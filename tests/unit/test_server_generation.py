@@ -281,7 +281,7 @@ def test_a_served_sampled_run_is_not_comparable_with_a_local_one():
     is 're-baseline required', never compared draw against draw."""
     from types import SimpleNamespace
 
-    from pytest_modelbench.gate.judge import scoring_protocol
+    from pytest_modelbench.gate.provenance import scoring_protocol
     from pytest_modelbench.scoring.backend import BackendInfo
 
     generation = SimpleNamespace(sampling=True, label=lambda: "do_sample=True, temperature=0.8")

@@ -1,4 +1,4 @@
-"""Tests for pytest_modelbench.gate.statistics.
+"""Tests for the gate's statistics: pytest_modelbench.gate.evidence (significance, paired) and gate.verdict.
 
 Expected values are hand-computed (binomial sums, normal-table values, the Holm textbook example)
 or taken from the reference facts in shared/reference/gate_statistics.md, never from running the code.
@@ -10,17 +10,18 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from pytest_modelbench.gate.statistics import (
-    Judgement,
-    Verdict,
+from pytest_modelbench.gate.evidence.paired import (
+    paired_bootstrap,
+    paired_standard_error,
+    paired_standard_error_of_shares,
+)
+from pytest_modelbench.gate.evidence.significance import (
     detectable_regression,
     holm_adjust,
-    judge,
     mcnemar_one_sided_pvalue,
-    paired_binary_standard_error,
-    paired_bootstrap,
     worse_than_margin_pvalue,
 )
+from pytest_modelbench.gate.verdict import EntryVerdict, Verdict, judge_entry
 
 # Standard normal quantiles from published tables (8 significant digits).
 Z_975 = 1.9599640
@@ -314,34 +315,43 @@ def test_non_inferiority_test_keeps_its_size_at_the_margin_by_simulation():
     assert blocked[-margin / 2] <= 0.02
 
 
-def test_paired_binary_standard_error_hand_computed():
+def test_paired_standard_error_hand_computed():
     # diff = [-1, 0, 0, 0, 1]: mean 0, sample variance 2/4, SE = sqrt(0.5 / 5).
     baseline = np.array([1, 1, 1, 1, 0])
     candidate = np.array([0, 1, 1, 1, 1])
-    assert paired_binary_standard_error(baseline, candidate) == pytest.approx(math.sqrt(0.1))
+    assert paired_standard_error(candidate - baseline) == pytest.approx(math.sqrt(0.1))
 
 
-def test_paired_binary_standard_error_matches_discordance_formula():
+def test_paired_standard_error_matches_discordance_formula():
     # 100 b + 100 c among 1000 documents: mean 0, sum of squares 200 -> SE = sqrt(200 / 999 / 1000).
     baseline = np.array([1] * 100 + [0] * 100 + [1] * 800)
     candidate = np.array([0] * 100 + [1] * 100 + [1] * 800)
-    se = paired_binary_standard_error(baseline, candidate)
+    se = paired_standard_error(candidate - baseline)
     assert se == pytest.approx(math.sqrt(200 / 999 / 1000))
     assert se == pytest.approx(math.sqrt(0.2 / 1000), rel=1e-3)  # reference: SE ~ sqrt(d / n)
 
 
-def test_paired_binary_standard_error_degenerate():
-    assert paired_binary_standard_error(np.array([1]), np.array([0])) == 0.0
-    assert paired_binary_standard_error(np.array([]), np.array([])) == 0.0
-    same = np.array([True, False, True])
-    assert paired_binary_standard_error(same, same) == 0.0
+def test_the_paired_standard_errors_three_forms_agree():
+    """From the differences, from singleton clusters (CR1 with one document a cluster) and from the shares of a
+    0/1 difference: 30 lost, 10 gained of 400 documents is one standard error, √((0.1 − 0.05²) / 399)."""
+    d = np.r_[-np.ones(30), np.ones(10), np.zeros(360)]
+    expected = math.sqrt((40 / 400 - (20 / 400) ** 2) / 399)
+    assert paired_standard_error(d) == pytest.approx(expected, rel=1e-12)
+    assert paired_standard_error(d, np.arange(d.size)) == pytest.approx(expected, rel=1e-12)
+    assert paired_standard_error_of_shares(-20 / 400, 40 / 400, 400) == pytest.approx(expected, rel=1e-12)
 
 
-# --- judge ---------------------------------------------------------------------------------------
+def test_paired_standard_error_degenerate():
+    assert paired_standard_error(np.array([-1])) == 0.0
+    assert paired_standard_error(np.array([])) == 0.0
+    assert paired_standard_error(np.zeros(3)) == 0.0
+
+
+# --- judge_entry ---------------------------------------------------------------------------------------
 
 
 def _judge(delta, se, margin=0.02, alpha=0.05, p_worse=None, p_better=None):
-    return judge(
+    return judge_entry(
         delta,
         p_worse=worse_than_margin_pvalue(delta, se, margin) if p_worse is None else p_worse,
         p_better=worse_than_margin_pvalue(-delta, se, margin) if p_better is None else p_better,
@@ -352,7 +362,7 @@ def _judge(delta, se, margin=0.02, alpha=0.05, p_worse=None, p_better=None):
 def test_judge_unchanged_model_passes():
     for margin in (0.0, 0.02):
         result = _judge(0.0, 0.0, margin)
-        assert result == Judgement(Verdict.PASS, delta=0.0, p_value=1.0, mde=margin, margin=margin)
+        assert result == EntryVerdict(Verdict.PASS, delta=0.0, p_value=1.0, mde=margin, margin=margin)
 
 
 def test_judge_big_regression_and_improvement():
@@ -395,7 +405,7 @@ def test_the_tiny_levels_of_a_wide_alpha_split_are_judged_without_error():
         middle = (low + high) / 2
         low, high = (middle, high) if 0.5 * math.erfc(middle / math.sqrt(2)) > level else (low, middle)
     assert detectable_regression(0.01, 0.02, level) == pytest.approx(0.02 + (NormalDist().inv_cdf(0.8) + low) * 0.01)
-    assert judge(-0.5, p_worse=0.0, p_better=1.0, standard_error=0.01, margin=0.02, alpha=level, mde=0.1).verdict \
+    assert judge_entry(-0.5, p_worse=0.0, p_better=1.0, standard_error=0.01, margin=0.02, alpha=level, mde=0.1).verdict \
         is Verdict.REGRESSED
-    assert judge(0.0, p_worse=1.0, p_better=1.0, standard_error=0.01, margin=0.02, alpha=level, mde=0.1).verdict \
+    assert judge_entry(0.0, p_worse=1.0, p_better=1.0, standard_error=0.01, margin=0.02, alpha=level, mde=0.1).verdict \
         is Verdict.INCONCLUSIVE
