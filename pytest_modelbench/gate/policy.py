@@ -56,8 +56,7 @@ class GatePolicy:
     def writes(self) -> bool:
         return self.update or self.update_new_only
 
-    def tolerance(self, task_config: Any, split: AlphaSplit, key: str,
-                  metrics: Sequence[Any] | None = None) -> Tolerance:
+    def tolerance(self, task_config: Any, split: AlphaSplit, key: str, metrics: Sequence[Any]) -> Tolerance:
         """The gate settings of the task (or group) `key` (gate/settings.py), with its share of alpha in `split`; with
         --baseline-ref, the ref's (`protected`)."""
         if key in self.protected:

@@ -19,20 +19,16 @@ from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.metrics.evidence import derived_metrics
 from pytest_modelbench.metrics.generative import base_metric_name
 from pytest_modelbench.metrics.registry import Margin, Metric
-from pytest_modelbench.metrics.task_metrics import resolve_metrics
 
 DEFAULT_TOLERANCE = Tolerance(absolute_margin=0.01, relative_margin=0.0, alpha=0.05)
 MARGIN_KEYS = {"absolute_margin": "absolute", "relative_margin": "relative"}  # gate key -> Margin field
 
 
-def resolve_tolerance(task_config: Any, overrides: Mapping[str, float],
-                      metrics: Sequence[Metric] | None = None) -> Tolerance:
+def resolve_tolerance(task_config: Any, overrides: Mapping[str, float], metrics: Sequence[Metric]) -> Tolerance:
     """The task's Tolerance, all of alpha its own. `overrides`: the command line's gate keys (absolute_margin,
-    relative_margin, alpha), already checked; `metrics`: the scored metrics (a group's aggregates), else the task
-    config's metric_list."""
+    relative_margin, alpha), already checked; `metrics`: the task's metrics as the metrics layer resolved them (a
+    group's: its aggregates)."""
     yaml_gate = task_config.gate
-    if metrics is None:
-        metrics = resolve_metrics(task_config)  # it ran at collection, so it does not raise here
     alpha = _first(overrides.get("alpha"), yaml_gate.alpha, DEFAULT_TOLERANCE.alpha)
     if any(key in overrides for key in MARGIN_KEYS):
         every = Margin(**{field_name: overrides.get(key, 0.0) for key, field_name in MARGIN_KEYS.items()})

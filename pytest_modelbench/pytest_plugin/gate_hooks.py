@@ -172,12 +172,12 @@ def poolable_metrics(item: pytest.Item) -> tuple[str, ...]:
 
 def tolerance_inputs(item: pytest.Item) -> tuple[Any, Any]:
     """What a gated item's tolerance is resolved from: the config holding its YAML gate block (a group item: its
-    group YAML's), and its metrics (None: the task config's; a group: its aggregates, as score_group makes them)."""
+    group YAML's), and its metrics (a group's: its aggregates, as score_group makes them)."""
     if hasattr(item, "group"):
         group = item.group  # type: ignore[attr-defined]
         leaf_metrics = {leaf.name: resolve_metrics(config) for leaf, config, _ in group.leaf_tasks}
         return group.tree.config, [metric for metric, _ in group_metrics(group.tree, leaf_metrics)]
-    return item.task_config, None  # type: ignore[attr-defined]
+    return item.task_config, resolve_metrics(item.task_config)  # type: ignore[attr-defined]
 
 
 def _policy(config: pytest.Config) -> GatePolicy:

@@ -14,6 +14,7 @@ from pytest_modelbench.gate.settings import resolve_tolerance
 from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.metrics.evidence import DERIVED_METRICS, STEREOTYPE_PREFERENCE, derived_metrics
 from pytest_modelbench.metrics.registry import METRICS, Margin
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.metric_list import DERIVED_METRIC_INPUTS
 from tests.fixtures.gate_records import DIFF, STEREO, make_record
@@ -103,9 +104,9 @@ def test_more_preference_for_the_stereotyping_sentence_is_worse_wherever_the_bas
 
 
 def test_the_shipped_crows_task_resolves_the_preferences_margin_and_a_yaml_can_set_it(tmp_path):
-    own = resolve_tolerance(load_task_config(CROWS), {})
+    own = resolve_tolerance(load_task_config(CROWS), {}, resolve_metrics(load_task_config(CROWS)))
     assert own.margin("stereotype_preference") == Margin(relative=0.05)
-    every = resolve_tolerance(load_task_config(CROWS), {"absolute_margin": 0.1})
+    every = resolve_tolerance(load_task_config(CROWS), {"absolute_margin": 0.1}, resolve_metrics(load_task_config(CROWS)))
     assert every.margin("stereotype_preference") == Margin(absolute=0.1)
 
     text = CROWS.read_text(encoding="utf-8")
@@ -113,7 +114,7 @@ def test_the_shipped_crows_task_resolves_the_preferences_margin_and_a_yaml_can_s
     yaml_path = tmp_path / "crows.yaml"
     yaml_path.write_text(text.replace("\n  gate:\n", "\n  gate:\n    metrics:\n"
                                       "      stereotype_preference: {absolute_margin: 0.3}\n"), encoding="utf-8")
-    assert resolve_tolerance(load_task_config(yaml_path), {}).margin("stereotype_preference") == \
+    assert resolve_tolerance(load_task_config(yaml_path), {}, resolve_metrics(load_task_config(yaml_path))).margin("stereotype_preference") == \
         Margin(absolute=0.3, relative=0.05)
 
 

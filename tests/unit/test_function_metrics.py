@@ -186,7 +186,7 @@ def test_the_metric_is_named_by_the_functions_name_and_a_dict_of_that_name_is_it
     evaluation = evaluate(path)
     np.testing.assert_array_equal(evaluation.scores.per_document["as_dict,none"], [0, 1, 0, 1, 0, 1])
     config = load_task_config(path, allow_task_code=True)
-    assert resolve_tolerance(config, {}).margin("as_dict,none").absolute == 0.05
+    assert resolve_tolerance(config, {}, resolve_metrics(config)).margin("as_dict,none").absolute == 0.05
 
 
 def test_several_references_are_scored_one_by_one_and_exact_match_gets_them_together(tmp_path):

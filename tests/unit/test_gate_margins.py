@@ -10,6 +10,7 @@ import pytest
 
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.verdict import Verdict
+from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.pytest_plugin.gate_hooks import GATE_KEY
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.identity import identify
@@ -46,7 +47,8 @@ def tolerance(pytester, yaml_path: Path, *options: str):
     session = pytester.parseconfigure(*options).stash[GATE_KEY]
     task_config = load_task_config(yaml_path, allow_task_code=True)
     key = identify(task_config.source, task_config.task, session.suite_roots).key
-    return session.policy.tolerance(task_config, session.alpha_split, key)  # as the gate resolves a gated item's
+    return session.policy.tolerance(task_config, session.alpha_split, key,  # as the gate resolves a gated item's
+                                   resolve_metrics(task_config))
 
 
 @pytest.mark.parametrize(("yaml_path", "metrics"), [

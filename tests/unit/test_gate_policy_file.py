@@ -45,7 +45,7 @@ def test_an_unchanged_policy_gives_the_refs_tolerances():
     assert protected["bias/b"] == Tolerance(alpha=0.05, task_count=2, weight=2.0, total_weight=3.0,
                                             metric_margins={"acc": Margin(0.01, 0.0)})
     policy = GatePolicy(baselines_dir=Path("baselines"), protected=protected)
-    assert policy.tolerance(None, AlphaSplit(), "bias/b") is protected["bias/b"]  # the judge applies the ref's
+    assert policy.tolerance(None, AlphaSplit(), "bias/b", ()) is protected["bias/b"]  # the judge applies the ref's
 
 
 def changes(recorded, run) -> str:
