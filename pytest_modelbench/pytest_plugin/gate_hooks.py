@@ -1,7 +1,7 @@
-"""The gate's pytest layer: options, one check per gated item, and the session hooks; the gate itself is plain
-modules (gate/policy.py, gate/storage.py, gate/judge.py, gate/decision.py).
+"""The gate's pytest layer: one check per gated item, and the session hooks (its options and policy:
+gate_options.py); the gate itself is plain modules (gate/policy.py, gate/storage.py, gate/judge.py, gate/decision.py).
 
-plugin.py calls `add_options` (pytest_addoption), `configure` (pytest_configure; registers `GateSession`, which
+plugin.py calls `configure` (pytest_configure; registers `GateSession`, which
 holds the session hooks), `GateSession.count_gated` (pytest_collection_modifyitems, before --shard keeps one shard's
 items), `check_ready`, `early_stop` and `check_item` (a gated item's runtest: before scoring, how to score, after the
 evaluation), and `outcomes_json`, `outcome_json`, `pooled_json` for --results-json.
@@ -39,29 +39,17 @@ from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, SessionDecision
 from pytest_modelbench.gate.early_stop import BLOCKS, EarlyStop, pooled_look_blocks
 from pytest_modelbench.gate.judge import GateOutcome, early_stop_for, judge_task
 from pytest_modelbench.gate.noise_floor import NoiseFloorWarning
-from pytest_modelbench.gate.policy import (
-    DEFAULT_BASELINE_NAME,
-    ERROR_CONTROL,
-    TOLERANCE_OPTIONS,
-    WEIGHTS_INI,
-    GateOptionError,
-    GatePolicy,
-    checked_overrides,
-    checked_policy,
-    checked_weights,
-)
+from pytest_modelbench.gate.policy import GateOptionError
 from pytest_modelbench.gate.result import STATUS_MISSING, STATUS_POLICY, GateResult
-from pytest_modelbench.gate.settings import DEFAULT_TOLERANCE
 from pytest_modelbench.gate.storage import YAML_SUFFIXES, BaselineStore
 from pytest_modelbench.metrics.group_scores import group_metrics
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
-from pytest_modelbench.pytest_plugin import cli_options
+from pytest_modelbench.pytest_plugin import cli_options, gate_options
 from pytest_modelbench.pytest_plugin.syrupy_extension import BaselineExtension, BaselineSite, BaselineUpdateExtension
 from pytest_modelbench.outputs.result_properties import PROPERTY_PREFIX, properties, result_from_properties
 from pytest_modelbench.outputs.session_reports import terminal_section, write_reports
 from pytest_modelbench.tasks.identity import TaskId, suites_under
 
-DEFAULT_BASELINES_DIR = "baselines"
 _UNUSED_OUTPUT_KEY = "modelbench_gate_unused"
 _POOLED_OUTPUT_KEY = "modelbench_gate_pooled"
 OUTCOME_PROPERTY = PROPERTY_PREFIX + ".outcome"  # --junitxml's test-suite property: the session's outcome (JSON)
@@ -70,55 +58,6 @@ GATED_ITEMS = ("TaskItem", "GroupItem")  # plugin.py's items that are gated: a t
 # An item's evidence for --run-record (recording.py): its candidate record (Judgement.candidate_text) and, where a
 # metric aggregates over the documents themselves, its documents
 EVIDENCE_KEY = pytest.StashKey[dict]()
-
-
-def add_options(parser: pytest.Parser, group: Any) -> None:
-    group.addoption(
-        "--baseline-name", default=None,
-        help="baseline to gate against, by name, never by model id (also ini modelbench_baseline_name; "
-        f"default: {DEFAULT_BASELINE_NAME})",
-    )
-    group.addoption(
-        "--baselines-dir", default=None,
-        help=f"folder holding <baseline-name>/<suite>/<task>.json (also ini modelbench_baselines_dir; default: {DEFAULT_BASELINES_DIR})",
-    )
-    group.addoption("--gate-margin", type=float, default=None,
-                    help="absolute non-inferiority margin of every metric: replaces every margin of the YAML and "
-                    "of the metrics, relative ones too (0 tests against no change; with --gate-relative-margin "
-                    "the larger of the two)")
-    group.addoption("--gate-relative-margin", type=float, default=None,
-                    help="relative margin of every metric, a fraction of the baseline value: replaces every margin "
-                    "of the YAML and of the metrics, absolute ones too (with --gate-margin the larger of the two)")
-    group.addoption("--gate-alpha", type=float, default=None,
-                    help="largest false-block rate when nothing regressed past its margin (overrides the YAML; "
-                    f"default {DEFAULT_TOLERANCE.alpha})")
-    group.addoption("--gate-error-control", choices=ERROR_CONTROL, default="session",
-                    help="session (default): alpha bounds the false blocks of the whole run, split across the "
-                    "gated tasks; task: alpha per task (more power per task, more false blocks per run)")
-    group.addoption("--early-stop", action="store_true",
-                    help="score each task's documents in a seeded random order in blocks and stop once its verdict "
-                    "is settled (always-valid tests: the false-block rate is the full run's); off by default")
-    group.addoption("--early-stop-verdicts", action="store_true",
-                    help="with --early-stop: stop a task only where every verdict it reports (pass, inconclusive, "
-                    "improved, not only whether it regressed) is the full run's; saves documents only on unchanged "
-                    "checkpoints and clear regressions")
-    group.addoption("--md-report", default=None, metavar="PATH", help="write the gate results as markdown to PATH")
-    group.addoption("--html-report", default=None, metavar="PATH",
-                    help="write the gate results as one self-contained HTML page (charts, tables, changed documents)")
-    group.addoption("--baseline-ref", default=None, metavar="REF",
-                    help="read the baselines from this git ref (e.g. origin/main) instead of the working tree; "
-                    "the report names baseline files the working tree changed")
-    group.addoption("--noise-floor", action="store_true",
-                    help="with --snapshot-update: score each task a second time under another batch size (and, for a "
-                    "local causal LM, the other scoring path), store each entry's flip rate and shift with the "
-                    "baseline, and warn when a margin is below that noise (re-records every baseline of the run)")
-    group.addoption("--score-only", action="store_true",
-                    help="score and report without the baseline gate: no baseline is read or written and no gate "
-                    "verdict is given (without it, a run with no baselines for --baseline-name fails)")
-    parser.addini("modelbench_baseline_name", f"baseline name to gate against (default: {DEFAULT_BASELINE_NAME})", default="")
-    parser.addini("modelbench_baselines_dir", "folder of baselines (relative to the ini file)", default="")
-    parser.addini(WEIGHTS_INI, "lines '<suite>/<task> = <weight>': the task's share of alpha under "
-                  "--gate-error-control=session (over the YAML's modelbench.gate.weight; default 1)", type="linelist")
 
 
 def configure(config: pytest.Config) -> "GateSession":
@@ -180,38 +119,6 @@ def tolerance_inputs(item: pytest.Item) -> tuple[Any, Any]:
     return item.task_config, resolve_metrics(item.task_config)  # type: ignore[attr-defined]
 
 
-def _policy(config: pytest.Config) -> GatePolicy:
-    option = config.option
-    invocation_dir = Path(config.invocation_params.dir)
-    cli = config.getoption("--baselines-dir")
-    ini = config.getini("modelbench_baselines_dir")
-    if cli:
-        baselines_dir = (invocation_dir / cli).resolve()
-    elif ini:
-        baselines_dir = ((config.inipath.parent if config.inipath else config.rootpath) / ini).resolve()
-    else:
-        baselines_dir = (config.rootpath / DEFAULT_BASELINES_DIR).resolve()
-    try:
-        return checked_policy(
-            baselines_dir=baselines_dir,
-            baseline_name=(config.getoption("--baseline-name") or config.getini("modelbench_baseline_name")
-                           or DEFAULT_BASELINE_NAME),
-            overrides=checked_overrides({name: config.getoption(name) for name in TOLERANCE_OPTIONS}),
-            error_control=config.getoption("--gate-error-control"),
-            update=bool(getattr(option, "update_snapshots", False)),
-            update_new_only=bool(getattr(option, "update_new_snapshots_only", False)),
-            score_only=bool(config.getoption("--score-only")),
-            baseline_ref=config.getoption("--baseline-ref"),
-            reports=[name for name in ("--md-report", "--html-report") if config.getoption(name) is not None],
-            weights=checked_weights(config.getini(WEIGHTS_INI)),
-            early_stop=bool(config.getoption("--early-stop")),
-            early_stop_verdicts=bool(config.getoption("--early-stop-verdicts")),
-            noise_floor=bool(config.getoption("--noise-floor")),
-        )
-    except GateOptionError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
 class GateSession:
     """Per-session gate state and hooks (registered as a plugin by `configure`)."""
 
@@ -220,7 +127,7 @@ class GateSession:
         invocation_dir = Path(config.invocation_params.dir)
         self.md_report = cli_options.output_path("--md-report", config.getoption("--md-report"), invocation_dir)
         self.html_report = cli_options.output_path("--html-report", config.getoption("--html-report"), invocation_dir)
-        self.policy = _policy(config)
+        self.policy = gate_options.policy_from_options(config)
         self.store = BaselineStore(self.policy, config.rootpath)
         option = config.option
         self.warn_unused = bool(getattr(option, "warn_unused_snapshots", False))

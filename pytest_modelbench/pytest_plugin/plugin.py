@@ -13,7 +13,7 @@ import pytest
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.metrics.group_scores import gated_members
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
-from pytest_modelbench.pytest_plugin import cli_options, fixtures, inspection, recording, shards
+from pytest_modelbench.pytest_plugin import cli_options, fixtures, gate_options, inspection, recording, shards
 from pytest_modelbench.pytest_plugin import gate_hooks as gate
 from pytest_modelbench.pytest_plugin.refusals import format_refusals
 from pytest_modelbench.pytest_plugin.results_gathering import GatheredResults
@@ -73,7 +73,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--no-cache", action="store_true", help="bypass the persistent score cache ($MODELBENCH_CACHE_DIR, default ~/.cache/pytest-modelbench)")
     parser.addini("modelbench_suites", "folders whose task YAMLs are collected", type="paths", default=[])
     parser.addini("modelbench_data_dir", "local mirror of hub datasets", default="")
-    gate.add_options(parser, parser.getgroup("modelbench"))  # baseline gate: --baseline-name, --gate-*, --md-report
+    gate_options.add_options(parser, parser.getgroup("modelbench"))  # baseline gate: --baseline-name, --gate-*, --md-report
     inspection.add_options(group)  # --show-prompts, --list-tasks
     shards.add_options(group)  # --shard
     recording.add_options(group)  # --run-record
