@@ -1,3 +1,4 @@
+# Over 400 lines: the session hooks of the gate are one object (GateSession) whose state they all share.
 """The gate's pytest layer: one check per gated item, and the session hooks (its options and policy:
 gate_options.py); the gate itself is plain modules (gate/policy.py, gate/storage.py, gate/judge.py, gate/decision.py).
 

@@ -1,3 +1,4 @@
+# Over 400 lines: one algorithm (the prefix tree, its batches and why they equal the plain path), read as a whole.
 """Shared-prefix scoring: the plain path's log-likelihoods, without recomputing shared token prefixes.
 
 A request's model input is `inp = (context + continuation)[:-1]` (token ids, built exactly as the plain path builds

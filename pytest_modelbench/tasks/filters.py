@@ -1,3 +1,4 @@
+# Over 400 lines: lm-eval's filter catalogue, one small class per filter name, kept together as lm-eval keeps it.
 """lm-eval 0.4.13's `filter_list`: named pipelines that turn a generation into the answer that is scored. They are
 built, and checked, when the task's YAML is read (tasks/config.py, as lm-eval's task builds its filter ensembles), and
 run over a task's generations by run/evaluation.py.
