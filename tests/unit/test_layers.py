@@ -176,3 +176,10 @@ def test_the_blocker_does_block(blocked):
     done = subprocess.run([sys.executable, "-c", IMPORT_WITHOUT, blocked], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode != 0 and f"blocked: {blocked}" in done.stderr
+
+
+def test_a_module_over_400_lines_says_why_at_its_top():
+    long = sorted(f"{name} ({len(lines)} lines)" for name, path in module_names().items()
+                  if len(lines := path.read_text(encoding="utf-8").splitlines()) > 400
+                  and not lines[0].startswith("# Over 400 lines: "))
+    assert long == []
