@@ -2,7 +2,7 @@
 shards, recomputed in this checkout.
 
 The merge collects the session here with PYTEST_ARGS (the shards' selection and gate options, without --model,
---shard and --run-record; merge_project.py), so the gate policy is this checkout's; it recomputes every verdict from
+--shard and --run-record; pytest_plugin/merge_project.py), so the gate policy is this checkout's; it recomputes every verdict from
 the records' evidence (outputs/record_merge.py), prints the scores and the gate's summary as the one process
 would, writes the reports asked for, and exits as pytest would have (0 passed, 1 a task or test failed or a baseline
 is unused); records that cannot be merged exit 4 (as a pytest usage error) with one line naming them.

@@ -1,6 +1,6 @@
 """The gate's policy for one session: which baselines, which margins and alpha, how alpha is shared, and whether the
 run may write baselines. Plain values in, checked once; the pytest layer builds it from its options
-(gate/pytest_integration.py) and a merge (outputs/record_merge.py) reads it back from the shards' records.
+(pytest_plugin/gate_options.py) and a merge (outputs/record_merge.py) reads it back from the shards' records.
 """
 
 from __future__ import annotations

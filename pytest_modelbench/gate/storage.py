@@ -2,7 +2,7 @@
 
 A task's baseline is ``<baselines dir>/<baseline name>/<suite>/<task>.json``. It is read from the working tree, or
 from a git ref (--baseline-ref); it is written only by `write_baseline` (atomically: a killed run leaves the old file
-or the new one), which syrupy's extension calls under --snapshot-update (gate/syrupy_extension.py). Unused baselines
+or the new one), which syrupy's extension calls under --snapshot-update (pytest_plugin/syrupy_extension.py). Unused baselines
 are those of a suite folder whose task or group YAML is gone. Beside them, `<baselines dir>/<baseline name>/
 gate-policy.json` records the gate policy of each session that gates them (gate/policy_file.py), written the same way.
 """

@@ -2,7 +2,7 @@
 machines.
 
 The merge trusts no conclusion of a record. It is given this checkout's gate, as the pytest layer derives it by
-collecting the session the shards ran (merge_project.py: the checkout, with their selection and gate options), and
+collecting the session the shards ran (pytest_plugin/merge_project.py: the checkout, with their selection and gate options), and
 recomputes every compared task's entries, p-values and verdict from its evidence against this checkout's baselines
 with this checkout's policy (gate/rejudge.py), then the suites' pooled entries from those results, the session's
 decision and the exit status. Taken from the records, under their seal: the outcome of custom tests (only their
@@ -72,7 +72,7 @@ class MergedSession:
 def merge(records: Sequence[RunRecord], *, session: Mapping[str, Any], policy: GatePolicy, store: BaselineStore,
           split: AlphaSplit, identities: Mapping[str, TaskId], tolerances: Mapping[str, Tolerance]) -> MergedSession:
     """The records' session judged by this checkout's gate, or RunRecordError naming the records that cannot be
-    merged. This checkout's gate, as the pytest layer collects it (merge_project.py, ProjectGate): `session`, its
+    merged. This checkout's gate, as the pytest layer collects it (pytest_plugin/merge_project.py, ProjectGate): `session`, its
     identity as a shard's record states it; `policy`, `store` and `split`, its gate policy, baselines and split of
     alpha; `identities` and `tolerances`, each gated task's identity and tolerance, by key."""
     if not records:

@@ -1,7 +1,7 @@
 """Presenting evaluations: the terminal summary table and the results JSON (lm-eval-like keys).
 
 Both are built from `task_results`, each task's part in plain JSON data, so that under pytest-xdist a worker's
-evaluations reach the controller (results_gathering.py) and both come out the same as in a single process.
+evaluations reach the controller (pytest_plugin/results_gathering.py) and both come out the same as in a single process.
 """
 
 from __future__ import annotations

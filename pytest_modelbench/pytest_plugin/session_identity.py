@@ -1,4 +1,4 @@
-"""The session a shard belongs to, as its run record states it (run_record.py): its gated tasks and their configs,
+"""The session a shard belongs to, as its run record states it (outputs/run_record.py): its gated tasks and their configs,
 the alpha split, the gate policy, the baselines, the options that change the numbers, the packages. A shard derives
 it from the items collected before the split (recording.py); a merge derives the same from its own collection
 (merge_project.py) and compares.
