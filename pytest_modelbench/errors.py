@@ -30,6 +30,10 @@ class ModelLoadError(ModelbenchError):
     """A model or tokenizer that cannot be loaded."""
 
 
+class GateFailure(ModelbenchError):
+    """A task regressed against its baseline; the message holds the category table."""
+
+
 class BaselineError(ModelbenchError):
     """A stored baseline that is corrupt, or not comparable with the candidate run."""
 

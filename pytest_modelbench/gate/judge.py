@@ -1,9 +1,10 @@
 """Judging one evaluated task against its stored baseline: the candidate record, the comparison, the outcome.
 
-`judge_task` never raises for a gate outcome: it returns the task's `GateResult` and, when the task must fail, the
-error to fail it with (`Judgement.error`): a GateFailure holding the category table for a regression, a
-BaselineError for a missing, corrupt or incomparable baseline. Writing a baseline is the caller's (`persist`, the
-pytest layer's --snapshot-update through syrupy); the judgement says what was written.
+`judge_task` never raises for a gate outcome: it returns the task's `GateResult` and, when the task must fail, why
+(`Judgement.failure`): a `Regression` (the comparison whose table the failure shows), a `RebaselineRequired` (what
+differs, and this run's scores) or a `BaselineProblem` (a missing or corrupt baseline, in one line). The pytest
+layer fails the task with the error outputs/failure_messages.py renders from it. Writing a baseline is the caller's
+(`persist`, the pytest layer's --snapshot-update through syrupy); the judgement says what was written.
 
 Outcomes (without --score-only):
   PASS, IMPROVED, INCONCLUSIVE entries   → passes; improvements and inconclusive entries (with their minimum
@@ -27,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from pytest_modelbench.errors import BaselineError, ModelbenchError
 from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.baseline import (
     BaselineRecord,
@@ -39,7 +39,6 @@ from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem
 from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import TaskComparison, compare
 from pytest_modelbench.gate.early_stop import EarlyStop, restricted
-from pytest_modelbench.gate.failure_messages import failure_message, rebaseline_message
 from pytest_modelbench.gate.noise_floor import NoiseWarning, below_noise, binary_metrics, measure, warning_text
 from pytest_modelbench.gate.policy import GatePolicy
 from pytest_modelbench.gate.provenance import provenance, stored_provenance
@@ -63,17 +62,45 @@ Persist = Callable[[Path, str, "str | None", "GateOutcome | None"], bool]
 Rescore = Callable[[], "tuple[Any, str]"]
 
 
-class GateFailure(ModelbenchError):
-    """A task regressed against its baseline; the message holds the category table."""
+@dataclass(frozen=True)
+class Regression:
+    """A task with a regressed entry: its comparison, and what the failure names."""
+
+    comparison: TaskComparison
+    baseline_path: str
+    baseline_name: str
+    model: str
+    baseline_model: str
+    early_stop_note: str | None = None  # --early-stop: how the task was settled on the documents scored
+
+
+@dataclass(frozen=True)
+class RebaselineRequired:
+    """A task whose baseline was recorded under other settings: what differs, and this run's scores."""
+
+    problems: tuple[str, ...]
+    baseline_path: str
+    baseline_name: str
+    scores: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class BaselineProblem:
+    """A task with no usable baseline (missing, corrupt, hand-edited): one line naming the file."""
+
+    message: str
+
+
+TaskFailure = Regression | RebaselineRequired | BaselineProblem
 
 
 @dataclass
 class Judgement:
-    """A task's judgement: its gate result and what the task fails or warns with (an entry's verdict is
-    verdict.EntryVerdict)."""
+    """A task's judgement: its gate result and why the task fails, if it does, and what it warns with (an entry's
+    verdict is verdict.EntryVerdict)."""
 
     result: GateResult
-    error: ModelbenchError | None = None  # the task fails with it
+    failure: TaskFailure | None = None
     warning: str | None = None  # entries whose margin is below the measured noise floor (gate/noise_floor.py)
     # The candidate's record as the store writes it (dumps), when the task was scored in full: the evidence a run
     # record carries, from which a merge of shards recomputes the task's result (gate/rejudge.py)
@@ -221,9 +248,8 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
     judgement = _decide(candidate, outcome, written, evaluation, common, path, shown, policy, changed_documents)
     if stopped is None:
         judgement.candidate_text = candidate_text
-    if stopped is not None and isinstance(judgement.error, GateFailure):
-        judgement.error = GateFailure(f"{judgement.error}\n({stopped.settlement.note}: --early-stop; the table is of "
-                                      "the documents scored)")
+    if stopped is not None and isinstance(judgement.failure, Regression):
+        judgement.failure = dataclasses.replace(judgement.failure, early_stop_note=stopped.settlement.note)
     return judgement, outcome, written
 
 
@@ -242,8 +268,8 @@ def _decide(candidate: BaselineRecord, outcome: GateOutcome | None, written: boo
         at_ref = "" if policy.baseline_ref is None else f" at git ref {policy.baseline_ref.ref}"
         return Judgement(
             GateResult(status=STATUS_MISSING, note=f"no baseline{at_ref}", **common),
-            BaselineError(f"{path}: no baseline '{policy.baseline_name}' for task '{task}'{at_ref}; record one from "
-                          "a trusted model with pytest --snapshot-update"),
+            BaselineProblem(f"{path}: no baseline '{policy.baseline_name}' for task '{task}'{at_ref}; record one "
+                            "from a trusted model with pytest --snapshot-update"),
         )
     if outcome.comparison is None:
         if written:
@@ -253,10 +279,10 @@ def _decide(candidate: BaselineRecord, outcome: GateOutcome | None, written: boo
             problems = comparability_problems(outcome.baseline, candidate)
             return Judgement(
                 GateResult(status=STATUS_REBASELINE, note=_first_clause(outcome.problem), **common),
-                BaselineError(rebaseline_message(problems, shown, policy.baseline_name, common["scores"])),
+                RebaselineRequired(tuple(problems), shown, policy.baseline_name, tuple(common["scores"])),
             )
         return Judgement(GateResult(status=STATUS_INVALID, note=_first_clause(outcome.problem), **common),
-                         BaselineError(f"{path}: {outcome.problem}"))
+                         BaselineProblem(f"{path}: {outcome.problem}"))
 
     comparison = outcome.comparison
     result = GateResult.from_comparison(comparison, **common)
@@ -270,9 +296,8 @@ def _decide(candidate: BaselineRecord, outcome: GateOutcome | None, written: boo
     if not comparison.regressed:
         return Judgement(result)
     stored_model = str((common["baseline_provenance"] or {}).get("model", "?"))
-    return Judgement(result, GateFailure(
-        failure_message(comparison, shown, policy.baseline_name, candidate.provenance.model, stored_model)
-    ))
+    return Judgement(result, Regression(comparison, shown, policy.baseline_name, candidate.provenance.model,
+                                        stored_model))
 
 
 def _first_clause(problem: str | None) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from pytest_modelbench.gate.provenance import COMPARABILITY_KEYS
 from pytest_modelbench.gate.changed_documents import format_value
-from pytest_modelbench.gate.failure_messages import (
+from pytest_modelbench.outputs.failure_messages import (
     LEGEND,
     SCORES_HEADER,
     TABLE_HEADER,

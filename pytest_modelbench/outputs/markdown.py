@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Sequence
 
-from pytest_modelbench.gate.failure_messages import LEGEND, MAX_TABLE_ROWS, TABLE_HEADER, entry_row
+from pytest_modelbench.outputs.failure_messages import LEGEND, MAX_TABLE_ROWS, TABLE_HEADER, entry_row
 from pytest_modelbench.gate.pooled import PooledEntry
 from pytest_modelbench.gate.result import STATUS_COMPARED, GateResult, sorted_results
 from pytest_modelbench.gate.verdict import Verdict

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pytest_modelbench.gate.failure_messages import compare_hint
+from pytest_modelbench.outputs.failure_messages import compare_hint
 from pytest_modelbench.gate.noise_floor import NoiseWarning
 from pytest_modelbench.gate.pooled import PooledEntry
 from pytest_modelbench.gate.result import STATUS_COMPARED, STATUS_REBASELINE, GateResult, sorted_results

@@ -47,6 +47,7 @@ from pytest_modelbench.metrics.group_scores import group_metrics
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.pytest_plugin import cli_options, gate_options
 from pytest_modelbench.pytest_plugin.syrupy_extension import BaselineExtension, BaselineSite, BaselineUpdateExtension
+from pytest_modelbench.outputs.failure_messages import failure_error
 from pytest_modelbench.outputs.result_properties import PROPERTY_PREFIX, properties, result_from_properties
 from pytest_modelbench.outputs.session_reports import terminal_section, write_reports
 from pytest_modelbench.tasks.identity import TaskId, suites_under
@@ -230,8 +231,8 @@ class GateSession:
         if judgement.warning is not None:
             # attributed to the task's YAML, not to this line: the margins to look at are the task's
             warnings.warn_explicit(NoiseFloorWarning(judgement.warning), NoiseFloorWarning, str(item.path), 1)
-        if judgement.error is not None:
-            raise judgement.error
+        if judgement.failure is not None:
+            raise failure_error(judgement.failure)
 
     @staticmethod
     def _rescore(item: pytest.Item, evaluation: Any, runner: Any):

@@ -28,7 +28,7 @@ from syrupy.extensions.base import AbstractSyrupyExtension
 from pytest_modelbench.gate.baseline import BaselineRecord
 from pytest_modelbench.gate.baseline_file import dumps, read_text
 from pytest_modelbench.gate.judge import GateOutcome, gate_texts
-from pytest_modelbench.gate.failure_messages import LEGEND, comparison_table
+from pytest_modelbench.outputs.failure_messages import LEGEND, comparison_table
 from pytest_modelbench.gate.storage import write_baseline
 
 if TYPE_CHECKING:

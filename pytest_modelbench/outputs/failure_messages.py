@@ -1,14 +1,16 @@
-"""The messages a gated task fails with, which pytest prints as its failure: a regression's table of entries (worst
-first) and a re-baseline's scores with how to compare. The judge raises them (gate/judge.py), so they are the gate
-core's one piece of multi-line text; `entry_row` is the one row format of an entry, which every report (outputs/)
-uses too.
+"""The errors a gated task fails with, which pytest prints as its failure, rendered from why the judge failed it
+(gate/judge.py, `Judgement.failure`): a regression's table of entries (worst first), a re-baseline's scores with how
+to compare, a missing or corrupt baseline's one line. `entry_row` is the one row format of an entry, which every
+report uses too.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+from pytest_modelbench.errors import BaselineError, GateFailure, ModelbenchError
 from pytest_modelbench.gate.compare import Entry, TaskComparison
+from pytest_modelbench.gate.judge import BaselineProblem, RebaselineRequired, Regression, TaskFailure
 from pytest_modelbench.gate.result import entry_json
 from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.text_format import format_delta, format_number, format_p, format_table
@@ -83,3 +85,18 @@ def rebaseline_message(problems: Sequence[str], baseline_path: Any, baseline_nam
     )
     table = format_table(SCORES_HEADER, [score_row(s) for s in scores])
     return "\n".join([head, "", "This run's scores (not gated):", *table, "", compare_hint(baseline_name)])
+
+
+def failure_error(failure: TaskFailure) -> ModelbenchError:
+    """The error a task fails with, for why the judge failed it."""
+    if isinstance(failure, Regression):
+        message = failure_message(failure.comparison, failure.baseline_path, failure.baseline_name, failure.model,
+                                  failure.baseline_model)
+        if failure.early_stop_note is not None:
+            message += f"\n({failure.early_stop_note}: --early-stop; the table is of the documents scored)"
+        return GateFailure(message)
+    if isinstance(failure, RebaselineRequired):
+        return BaselineError(rebaseline_message(failure.problems, failure.baseline_path, failure.baseline_name,
+                                                failure.scores))
+    assert isinstance(failure, BaselineProblem)
+    return BaselineError(failure.message)
