@@ -165,6 +165,40 @@ def test_a_direction_is_needed_for_a_metric_lm_eval_does_not_register(tmp_path):
         resolve_metrics(load_task_config(tmp_path / "task.yaml", allow_task_code=True))
 
 
+IDEAL_HALF = "modelbench:\n  gate:\n    metrics:\n      mass: {ideal: 0.5}\n"
+
+
+def test_an_ideal_point_orients_the_gate_by_the_distance_from_it(tmp_path):
+    """A bias score is best at 0 and runs to -1 and 1; lm-eval's higher_is_better: false alone made a move from the
+    ideal to the far side an improvement. `modelbench.gate.metrics.<metric>.ideal` makes it the regression it is."""
+    write_task(tmp_path, extra=IDEAL_HALF)
+    task_yaml = tmp_path / "task.yaml"
+    task_yaml.write_text(task_yaml.read_text().replace("higher_is_better: true", "higher_is_better: false"))
+    config = load_task_config(task_yaml, allow_task_code=True)
+    prepared = prepare_task(config, data_dir=tmp_path)
+    from pytest_modelbench.metrics.task_metrics import resolve_metrics
+
+    mass = next(m for m in resolve_metrics(config) if m.name == "mass")
+    assert (mass.direction.kind, mass.direction.ideal) == ("ideal", 0.5)
+    rng = np.random.default_rng(1)
+    at_ideal = [[-1.0, -1.0, -1.0, -1.0] + rng.normal(0, 0.05, 4) for _ in prepared.documents]  # mass about 0.5
+    far_below = [[-4.0, -4.0, -0.5, -0.5] + rng.normal(0, 0.05, 4) for _ in prepared.documents]  # mass about 0.03
+    texts = [dumps(record_from_evaluation(evaluate_task(prepared, FixedLogLikelihoods(rows)), suite="s",
+                                          baseline_name="default", provenance=provenance(),
+                                          tolerance=Tolerance(absolute_margin=0.01, alpha=0.05)))
+             for rows in (far_below, at_ideal)]
+    entry = next(e for e in gate_texts(texts[0], texts[1], prepared.documents).comparison.entries if e.metric == "mass")
+    assert entry.direction == "ideal 0.5" and entry.delta < -0.4 and entry.verdict is Verdict.REGRESSED
+
+
+@pytest.mark.parametrize("value, message", [
+    ("zero", "must be a number .*got 'zero'"), (".nan", "must be a number .*got nan"),
+])
+def test_an_ideal_point_that_is_not_a_number_names_the_file_and_key(tmp_path, value, message):
+    with pytest.raises(TaskConfigError, match=r"task.yaml: key 'modelbench.gate.metrics.mass.ideal' " + message):
+        write_task(tmp_path, extra=IDEAL_HALF.replace("0.5", value))
+
+
 @pytest.mark.parametrize("aggregation", ["mean", "median"])
 def test_the_gate_pairs_documents_and_a_worse_model_regresses(tmp_path, aggregation):
     prepared = prepare_task(write_task(tmp_path, aggregation=aggregation), data_dir=tmp_path)
