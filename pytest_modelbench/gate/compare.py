@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
+from pytest_modelbench.errors import UndefinedAggregateError
 from pytest_modelbench.gate.baseline import BaselineRecord, Tolerance
 from pytest_modelbench.gate.pooled import PoolingStats, poolable
 from pytest_modelbench.metrics.evidence import DERIVED_METRICS, derived_metrics
@@ -82,6 +83,10 @@ from pytest_modelbench.gate.statistics import (
 # Read when `compare` runs (benchmarks/gate_error_rates.py lowers them to simulate thousands of candidates).
 N_RESAMPLES = 2000
 AGGREGATE_RESAMPLES = 200  # each resample calls the aggregate (Python, linear in documents) on both sides
+# An aggregate undefined on more of the resamples than this rests on the documents of about three clusters or fewer
+# (with k of G clusters holding the documents it needs, a resample has none of them with probability (1 − k/G)^G,
+# about e^−k): its bootstrap describes those few clusters, so the entry gets no test, as a category of one cluster.
+MAX_UNDEFINED_SHARE = 0.05
 OVERALL_SHARE = 0.5  # of a task's Holm weight, for its overall entries when it has categories
 DERIVED_WEIGHT = 2.0  # of a derived metric's entry within its share, against 1 for each other metric's (holm_weights)
 POWER = 0.8  # of the reported smallest detectable regression (Entry.mde)
@@ -290,9 +295,10 @@ def aggregate_test(
 ) -> tuple[float | None, float | None, _Test]:
     """Paired bootstrap of a metric's own aggregate: (baseline value, candidate value, oriented test).
 
-    Same SE convention as `statistics.paired_bootstrap`; resamples where the aggregate is undefined (None) are
-    dropped. An aggregate with a `resampler` (metrics/bias.py's OverTerms) is evaluated at each resample's indices
-    without rebuilding its document list. `clusters`: the documents' cluster labels; then each resample draws whole
+    Same SE convention as `statistics.paired_bootstrap`; resamples where the aggregate is undefined (None, or a
+    task's aggregation returning NaN: a resample without a document of the kind it needs) are dropped, and above
+    MAX_UNDEFINED_SHARE of them the entry has no test. An aggregate with a `resampler` (metrics/bias.py's OverTerms)
+    is evaluated at each resample's indices without rebuilding its document list. `clusters`: the documents' cluster labels; then each resample draws whole
     clusters (the cluster bootstrap).
     """
     n = len(documents)
@@ -319,13 +325,17 @@ def aggregate_test(
     deltas, baselines = [], []
     for _ in range(n_resamples):
         if members is None:
-            b, c = values_at(rng.integers(0, n, size=n))
+            idx = rng.integers(0, n, size=n)
         else:
-            b, c = values_at(np.concatenate([members[g] for g in rng.integers(0, len(members), size=len(members))]))
+            idx = np.concatenate([members[g] for g in rng.integers(0, len(members), size=len(members))])
+        try:
+            b, c = values_at(idx)
+        except UndefinedAggregateError:
+            continue
         if b is not None and c is not None:
             deltas.append(_oriented(c, direction, ideal) - _oriented(b, direction, ideal))
             baselines.append(_oriented(b, direction, ideal))
-    if n < 2:
+    if n < 2 or len(deltas) < (1 - MAX_UNDEFINED_SHARE) * n_resamples:
         return base_value, cand_value, _Test(float(delta), 0.0, "none")
     return base_value, cand_value, _bootstrapped(float(delta), bootstrap_standard_error(np.asarray(deltas)), clusters,
                                                  baseline_standard_error=bootstrap_standard_error(np.asarray(baselines)))

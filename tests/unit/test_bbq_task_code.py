@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -93,10 +94,12 @@ def test_per_document_items_and_the_papers_bias_scores():
     assert bbq.disamb_bias_score([unknown["amb_bias_score"][:3] + [1.0]]) == 0.0  # nothing biased: 0, as lm-eval
 
 
-def test_a_score_without_its_contexts_is_an_error_not_nan():
+def test_a_score_without_its_contexts_is_undefined_as_in_lm_eval():
+    """NaN, lm-eval's value: the engine fails a task or category on it, and the gate's bootstrap skips a resample
+    (tests/unit/test_process_results.py)."""
     ambiguous_only = [answering(doc("ambig"), 0)["disamb_bias_score"]]
-    with pytest.raises(ValueError, match="disamb_bias_score needs disambiguated contexts and none of the 1 documents"):
-        bbq.disamb_bias_score(ambiguous_only)
+    assert math.isnan(bbq.disamb_bias_score(ambiguous_only)) and math.isnan(bbq.accuracy_disamb(ambiguous_only))
+    assert not math.isnan(bbq.amb_bias_score(ambiguous_only))
 
 
 def test_a_document_without_exactly_one_unknown_answer_is_refused():

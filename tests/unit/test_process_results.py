@@ -601,6 +601,62 @@ def test_the_paired_bootstrap_indexes_object_columns_of_equal_length_lists_by_do
     assert seen[-1] == [[float(i % 2), 1.0] for i in range(6)]
 
 
+def mean_of_flagged(items):
+    """A score over the documents flagged 1 (BBQ's per-context scores): NaN without any, as lm-eval's aggregations."""
+    flagged = [value for value, flag in items if flag]
+    return float(np.mean(flagged)) if flagged else math.nan
+
+
+mean_of_flagged.dotted_name = "utils.mean_of_flagged"
+
+
+def flagged_aggregate_test(flagged_clusters, n_clusters=40):
+    """aggregate_test over n_clusters clusters of 2 documents; the documents of `flagged_clusters` clusters flagged;
+    the candidate worse by 0.2 on every flagged document, with noise."""
+    from pytest_modelbench.gate.compare import aggregate_test
+    from pytest_modelbench.metrics.aggregate import DocumentItems, document_column
+    from pytest_modelbench.metrics.task_aggregation import TaskAggregation
+
+    class Doc:
+        def __init__(self, doc_id):
+            self.doc_id = doc_id
+
+    documents = [Doc(i) for i in range(2 * n_clusters)]
+    clusters = np.repeat(np.arange(n_clusters), 2)
+    flags = (clusters < flagged_clusters).astype(float)
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.4, 0.8, len(documents))
+    cand = base - 0.2 + rng.normal(0, 0.05, len(documents))
+    columns = [{"each": document_column("each", [DocumentItems((v, f)) for v, f in zip(values, flags)], documents)}
+               for values in (base, cand)]
+    return aggregate_test(TaskAggregation("each", mean_of_flagged), *columns, documents, direction="higher",
+                          ideal=None, seed=2, clusters=clusters)
+
+
+def test_a_resample_where_the_aggregation_is_undefined_is_skipped():
+    """BBQ's accuracy_amb has no value on a resample without an ambiguous context; such a resample failed the item.
+    With the flagged documents in 4 of 40 clusters, about (36/40)^40 = 1.5% of the resamples have none."""
+    base_value, cand_value, test = flagged_aggregate_test(flagged_clusters=4)
+    assert test.test == "bootstrap" and test.standard_error > 0 and test.df == 39
+    assert cand_value - base_value == pytest.approx(test.delta) and test.delta < -0.1
+
+
+def test_an_aggregation_undefined_on_many_resamples_gets_no_test():
+    """Flagged documents in one cluster of 40: (39/40)^40 = 36% of the resamples have none, and those that have
+    some see only that cluster: no standard error can be had, so no test (as a category of one cluster)."""
+    _, _, test = flagged_aggregate_test(flagged_clusters=1)
+    assert test.test == "none" and test.p_values(0.01) == (1.0, 1.0)
+
+
+def test_an_aggregation_undefined_on_the_whole_task_names_the_metric_and_function():
+    from pytest_modelbench.errors import UndefinedAggregateError
+    from pytest_modelbench.metrics.task_aggregation import TaskAggregation
+
+    with pytest.raises(UndefinedAggregateError, match=r"metric 'each': aggregation !function utils.mean_of_flagged "
+                                                      r"is undefined on these 2 documents \(it returned NaN"):
+        TaskAggregation("each", mean_of_flagged)({"each": np.array([[0.5, 0.0], [0.7, 0.0]])}, [])
+
+
 def test_the_most_changed_documents_show_list_values_even_of_another_length(tmp_path):
     from dataclasses import replace
 
