@@ -105,3 +105,20 @@ def test_a_score_without_its_contexts_is_undefined_as_in_lm_eval():
 def test_a_document_without_exactly_one_unknown_answer_is_refused():
     with pytest.raises(ValueError, match=r"example 1 \(Age\): 0 of the answers"):
         bbq.doc_to_choice({**doc("ambig"), "ans2": "The nurse"})
+
+
+def test_the_sample_keeps_two_whole_variants_of_every_template_whatever_the_row_order(documents):
+    """bbq_sample.yaml: every template (so every category and cluster) stays, each with two of its name/group
+    variants, each variant whole: both polarities in both contexts, so every score is defined on every template."""
+    kept = bbq.sampled_variants(documents)
+    assert bbq.sampled_variants(documents[::-1]) == kept  # seeded by content, not by position
+    by_template, variants = {}, {}
+    for doc in documents:
+        variants.setdefault(bbq.variant_key(doc), []).append(doc)
+        by_template.setdefault(bbq.variant_key(doc)[:2], set()).add(bbq.variant_key(doc))
+    assert {variant[:2] for variant in kept} == set(by_template)
+    assert all(sum(v in kept for v in template) == min(2, len(template)) for template in by_template.values())
+    for variant in kept:
+        assert {(doc["question_polarity"], doc["context_condition"]) for doc in variants[variant]} == {
+            ("neg", "ambig"), ("neg", "disambig"), ("nonneg", "ambig"), ("nonneg", "disambig")}
+    assert len(kept) < len(variants) / 5  # a sample: 2 of about 21 variants per template
