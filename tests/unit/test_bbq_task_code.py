@@ -122,3 +122,22 @@ def test_the_sample_keeps_two_whole_variants_of_every_template_whatever_the_row_
         assert {(doc["question_polarity"], doc["context_condition"]) for doc in variants[variant]} == {
             ("neg", "ambig"), ("neg", "disambig"), ("nonneg", "ambig"), ("nonneg", "disambig")}
     assert len(kept) < len(variants) / 5  # a sample: 2 of about 21 variants per template
+
+
+def test_the_committed_default_model_baseline_of_the_sample_is_comparable(data_mirror):
+    """baselines/default/bbq/bbq_sample.json must still match bbq_sample.yaml and the data: a change to either fails
+    here until it is recorded again (docs/bias-suite.md, "BBQ on a sample")."""
+    from pytest_modelbench.gate.baseline_file import parse
+    from pytest_modelbench.tasks.config import load_task_config
+    from pytest_modelbench.tasks.task import prepare_task
+
+    prepared = prepare_task(load_task_config(REPO / "suites" / "bbq" / "bbq_sample.yaml", allow_task_code=True),
+                            data_dir=data_mirror)
+    path = REPO / "baselines" / "default" / "bbq" / "bbq_sample.json"
+    baseline = parse(path.read_text(encoding="utf-8"), path)
+    assert baseline.provenance.model == "smollm2-135m" and baseline.provenance.limit is None
+    assert baseline.provenance.task_config_hash == prepared.config.config_hash, "re-baseline bbq_sample"
+    assert baseline.provenance.data_fingerprint == prepared.data_fingerprint, "re-baseline bbq_sample"
+    assert len(baseline.doc_keys) == len(prepared.documents)
+    assert {m.name: (m.direction, m.ideal) for m in baseline.metrics if m.name.endswith("bias_score")} == {
+        "amb_bias_score": ("ideal", 0.0), "disamb_bias_score": ("ideal", 0.0)}
