@@ -298,8 +298,8 @@ def aggregate_test(
     Same SE convention as `statistics.paired_bootstrap`; resamples where the aggregate is undefined (None, or a
     task's aggregation returning NaN: a resample without a document of the kind it needs) are dropped, and above
     MAX_UNDEFINED_SHARE of them the entry has no test. An aggregate with a `resampler` (metrics/bias.py's OverTerms)
-    is evaluated at each resample's indices without rebuilding its document list. `clusters`: the documents' cluster labels; then each resample draws whole
-    clusters (the cluster bootstrap).
+    is evaluated at each resample's indices without rebuilding its document list. `clusters`: the documents' cluster
+    labels; then each resample draws whole clusters (the cluster bootstrap).
     """
     n = len(documents)
     if n == 0:

@@ -187,7 +187,8 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         raise TaskConfigError(f"{path}: key 'process_results' must be a '!function module.name', got {process_results!r}")
     specs = metric_specs(raw.get("metric_list"), path, output_type, resolve, process_results is not None)
     metric_names = {spec.name for spec in specs}
-    task_code_metrics = metric_names if process_results is not None else {s.name for s in specs if s.function is not None}
+    task_code_metrics = metric_names if process_results is not None else {
+        spec.name for spec in specs if spec.function is not None}
     check_metric_block(gate.get("metrics"), metric_names, task_code_metrics, path)
 
     repeats = raw.get("repeats", 1)
