@@ -16,6 +16,10 @@ entry against those fine-tuned.
 
     OMP_NUM_THREADS=2 nice -n 10 .venv/bin/python benchmarks/finetuned_bbq.py [--data-dir .modelbench-data]
     ... [--runs biased batch1] [--steps 32 --lr 5e-5 --batch-size 8 --seed 0] [--rebuild]
+
+Measured 2026-12-06 (results: docs/benchmarks.md, "A checkpoint fine-tuned towards BBQ's stereotyped answers"):
+the batch-size-1 run passes; the fine-tuned checkpoint is flagged, on accuracy_amb in five categories and overall,
+not in exactly Age and Religion.
 """
 
 from __future__ import annotations
