@@ -22,6 +22,12 @@ class MetricError(ModelbenchError):
     too); callers add the file and task."""
 
 
+class UndefinedAggregateError(MetricError):
+    """A task's `!function` aggregation that is undefined on the documents it was given (it returned NaN, as lm-eval's
+    do for a score with nothing to count): an error for a task or category; a resample the gate's bootstrap cannot
+    use (gate/compare.py aggregate_test)."""
+
+
 class DatasetError(ModelbenchError):
     """A dataset or split that cannot be found or read."""
 

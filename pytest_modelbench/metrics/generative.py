@@ -25,7 +25,7 @@ import numpy as np
 
 from pytest_modelbench.errors import DocumentError, TaskConfigError
 from pytest_modelbench.metrics.exact_match import ExactMatch, exact_match_options
-from pytest_modelbench.metrics.registry import HIGHER, LOWER, ONE_POINT, Margin, Metric
+from pytest_modelbench.metrics.registry import HIGHER, LOWER, ONE_POINT, Direction, Margin, Metric
 from pytest_modelbench.metrics.task_aggregation import TaskAggregation
 from pytest_modelbench.metrics.translation import CORPUS_METRICS, CorpusScore, sentence_statistics
 from pytest_modelbench.tasks.config import TaskConfig
@@ -95,7 +95,8 @@ def generative_metrics(config: TaskConfig) -> tuple[Metric, ...]:
 
 
 def _function_metrics(spec: MetricSpec, config: TaskConfig) -> list[Metric]:
-    direction = HIGHER if spec.higher_is_better else LOWER
+    ideal = config.gate.ideal(spec.name)
+    direction = Direction("ideal", ideal) if ideal is not None else HIGHER if spec.higher_is_better else LOWER
     margin = Margin(relative=0.02) if spec.aggregation == "perplexity" else ONE_POINT
     metrics = []
     for pipeline in config.filters:

@@ -87,6 +87,9 @@ def metric_keys(config: TaskConfig, name: str) -> list[str]:
 
 
 def _direction(spec, config: TaskConfig, i: int) -> Direction:
+    ideal = config.gate.ideal(spec.name)  # `modelbench.gate.metrics.<metric>.ideal`: best at a point (a bias score)
+    if ideal is not None:
+        return Direction("ideal", ideal)
     if spec.higher_is_better is not None:
         return HIGHER if spec.higher_is_better else LOWER
     if spec.name in METRICS and METRICS[spec.name].direction.kind in ("higher", "lower"):

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from pytest_modelbench.errors import MetricError, TaskCodeError
+from pytest_modelbench.errors import MetricError, TaskCodeError, UndefinedAggregateError
 
 GOLD_AND_PREDICTION = ("f1", "mcc")  # multiple_choice metrics whose lm-eval items are (gold, prediction)
 
@@ -48,6 +48,11 @@ class TaskAggregation:
             value = self.how(arguments)
         except TaskCodeError as exc:
             raise MetricError(f"metric '{self.key}', aggregation {exc}") from None
+        if isinstance(value, numbers.Real) and math.isnan(value):
+            raise UndefinedAggregateError(
+                f"metric '{self.key}': aggregation !function {self.how.dotted_name} is undefined on these "
+                f"{len(arguments)} documents (it returned NaN, as lm-eval's aggregations do where a score has nothing "
+                "to count, e.g. no document of the kind it is over)")
         if not isinstance(value, numbers.Real) or not math.isfinite(value):
             raise MetricError(f"metric '{self.key}': aggregation !function {self.how.dotted_name} returned "
                               f"{value!r} ({type(value).__name__}), not a finite number")

@@ -13,6 +13,7 @@ from pytest_modelbench.tasks.metric_list import derived_metric_names
 
 _MARGIN_KEYS = {"absolute_margin", "relative_margin"}
 _GATE_KEYS = _MARGIN_KEYS | {"alpha", "weight", "metrics", "cluster"}
+_METRIC_KEYS = _MARGIN_KEYS | {"ideal"}
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,13 @@ class GateTolerance:
     # What makes documents related: a field or a template (as doc_to_text) giving each document's cluster id, shared
     # across tasks (gate/pooled.py); None: each document is its own cluster.
     cluster: str | None = None
-    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # metric → {absolute_margin, relative_margin}
+    # metric → {absolute_margin, relative_margin, ideal}; `ideal` only for a metric the task's own code computes
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def ideal(self, metric: str) -> float | None:
+        """The YAML's ideal point for a task-code metric: the gate orients it by the distance from that point."""
+        value = self.metrics.get(metric, {}).get("ideal")
+        return None if value is None else float(value)
 
 
 # Above 0.5 a candidate inside its margin would be blocked more often than not; below 1e-9 no test of a few
@@ -64,8 +71,10 @@ def checked_gate_block(gate: Any, path: Path) -> dict[str, Any]:
     return gate
 
 
-def check_metric_margins(block: Any, metric_names: set[str], path: Path) -> None:
-    """`modelbench.gate.metrics`: margins for metrics the task scores (`metric_names`) or derives from them."""
+def check_metric_block(block: Any, metric_names: set[str], task_code_metrics: set[str], path: Path) -> None:
+    """`modelbench.gate.metrics`: margins for metrics the task scores (`metric_names`) or derives from them, and an
+    ideal point for those its own code computes (`task_code_metrics`: process_results', a `metric: !function`): their
+    direction is otherwise only lm-eval's higher_is_better, while a registered metric's comes from the registry."""
     if block is None:
         return
     metric_names = metric_names | set(derived_metric_names(metric_names))
@@ -77,11 +86,23 @@ def check_metric_margins(block: Any, metric_names: set[str], path: Path) -> None
                 f"{path}: key 'modelbench.gate.metrics.{name}': no metric '{name}' in metric_list or derived from it "
                 f"({', '.join(sorted(metric_names))})"
             )
-        if not isinstance(margins, dict) or not margins or set(margins) - _MARGIN_KEYS:
+        if not isinstance(margins, dict) or not margins or set(margins) - _METRIC_KEYS:
             raise TaskConfigError(
-                f"{path}: key 'modelbench.gate.metrics.{name}' may only hold {sorted(_MARGIN_KEYS)}"
+                f"{path}: key 'modelbench.gate.metrics.{name}' may only hold {sorted(_METRIC_KEYS)}"
             )
         for key, value in margins.items():
-            problem = gate_value_problem(key, value)
+            if key == "ideal":
+                problem = _ideal_problem(name, value, task_code_metrics)
+            else:
+                problem = gate_value_problem(key, value)
             if problem:
                 raise TaskConfigError(f"{path}: key 'modelbench.gate.metrics.{name}.{key}' {problem}")
+
+
+def _ideal_problem(metric: str, value: Any, task_code_metrics: set[str]) -> str | None:
+    if metric not in task_code_metrics:
+        return (f"is for a metric the task's own code computes (process_results or a `metric: !function`); "
+                f"'{metric}' has its direction from the metric registry")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"must be a number (the metric's best value), got {value!r}"
+    return None

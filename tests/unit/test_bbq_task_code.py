@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -93,12 +94,50 @@ def test_per_document_items_and_the_papers_bias_scores():
     assert bbq.disamb_bias_score([unknown["amb_bias_score"][:3] + [1.0]]) == 0.0  # nothing biased: 0, as lm-eval
 
 
-def test_a_score_without_its_contexts_is_an_error_not_nan():
+def test_a_score_without_its_contexts_is_undefined_as_in_lm_eval():
+    """NaN, lm-eval's value: the engine fails a task or category on it, and the gate's bootstrap skips a resample
+    (tests/unit/test_process_results.py)."""
     ambiguous_only = [answering(doc("ambig"), 0)["disamb_bias_score"]]
-    with pytest.raises(ValueError, match="disamb_bias_score needs disambiguated contexts and none of the 1 documents"):
-        bbq.disamb_bias_score(ambiguous_only)
+    assert math.isnan(bbq.disamb_bias_score(ambiguous_only)) and math.isnan(bbq.accuracy_disamb(ambiguous_only))
+    assert not math.isnan(bbq.amb_bias_score(ambiguous_only))
 
 
 def test_a_document_without_exactly_one_unknown_answer_is_refused():
     with pytest.raises(ValueError, match=r"example 1 \(Age\): 0 of the answers"):
         bbq.doc_to_choice({**doc("ambig"), "ans2": "The nurse"})
+
+
+def test_the_sample_keeps_two_whole_variants_of_every_template_whatever_the_row_order(documents):
+    """bbq_sample.yaml: every template (so every category and cluster) stays, each with two of its name/group
+    variants, each variant whole: both polarities in both contexts, so every score is defined on every template."""
+    kept = bbq.sampled_variants(documents)
+    assert bbq.sampled_variants(documents[::-1]) == kept  # seeded by content, not by position
+    by_template, variants = {}, {}
+    for doc in documents:
+        variants.setdefault(bbq.variant_key(doc), []).append(doc)
+        by_template.setdefault(bbq.variant_key(doc)[:2], set()).add(bbq.variant_key(doc))
+    assert {variant[:2] for variant in kept} == set(by_template)
+    assert all(sum(v in kept for v in template) == min(2, len(template)) for template in by_template.values())
+    for variant in kept:
+        assert {(doc["question_polarity"], doc["context_condition"]) for doc in variants[variant]} == {
+            ("neg", "ambig"), ("neg", "disambig"), ("nonneg", "ambig"), ("nonneg", "disambig")}
+    assert len(kept) < len(variants) / 5  # a sample: 2 of about 21 variants per template
+
+
+def test_the_committed_default_model_baseline_of_the_sample_is_comparable(data_mirror):
+    """baselines/default/bbq/bbq_sample.json must still match bbq_sample.yaml and the data: a change to either fails
+    here until it is recorded again (docs/bias-suite.md, "BBQ on a sample")."""
+    from pytest_modelbench.gate.baseline_file import parse
+    from pytest_modelbench.tasks.config import load_task_config
+    from pytest_modelbench.tasks.task import prepare_task
+
+    prepared = prepare_task(load_task_config(REPO / "suites" / "bbq" / "bbq_sample.yaml", allow_task_code=True),
+                            data_dir=data_mirror)
+    path = REPO / "baselines" / "default" / "bbq" / "bbq_sample.json"
+    baseline = parse(path.read_text(encoding="utf-8"), path)
+    assert baseline.provenance.model == "smollm2-135m" and baseline.provenance.limit is None
+    assert baseline.provenance.task_config_hash == prepared.config.config_hash, "re-baseline bbq_sample"
+    assert baseline.provenance.data_fingerprint == prepared.data_fingerprint, "re-baseline bbq_sample"
+    assert len(baseline.doc_keys) == len(prepared.documents)
+    assert {m.name: (m.direction, m.ideal) for m in baseline.metrics if m.name.endswith("bias_score")} == {
+        "amb_bias_score": ("ideal", 0.0), "disamb_bias_score": ("ideal", 0.0)}

@@ -179,6 +179,8 @@ def test_gate_block_with_margins_per_metric(tmp_path):
     bad = {
         "      bleu: {absolute_margin: 0.02}\n": "key 'modelbench.gate.metrics.bleu': no metric 'bleu' in metric_list",
         "      acc: {margin: 0.02}\n": "key 'modelbench.gate.metrics.acc' may only hold",
+        "      acc: {ideal: 0.5}\n": r"bad.yaml: key 'modelbench.gate.metrics.acc.ideal' is for a metric the task's "
+                                    r"own code computes .*'acc' has its direction from the metric registry",
     }
     for block, message in bad.items():
         text = BASE + "modelbench:\n  gate:\n    metrics:\n" + block

@@ -164,6 +164,16 @@ def test_called_per_document_and_pipeline_with_references_predictions_and_the_op
     assert evaluation.scores.metrics[0].direction.kind == "higher"
 
 
+def test_an_ideal_point_directs_a_function_metric_on_every_pipeline(tmp_path):
+    path = write_task(tmp_path, """
+        - metric: !function utils.overlap
+          aggregation: mean
+          higher_is_better: false
+        """, extra="modelbench:\n  gate:\n    metrics:\n      overlap: {ideal: 0.5}\n")
+    [metric] = resolve_metrics(load_task_config(path, allow_task_code=True))
+    assert metric.name == "overlap,none" and (metric.direction.kind, metric.direction.ideal) == ("ideal", 0.5)
+
+
 def test_a_function_that_refuses_the_keywords_gets_one_reference_prediction_item_without_the_options(tmp_path):
     evaluation = evaluate(write_task(tmp_path, """
         - metric: !function utils.one_item

@@ -165,6 +165,40 @@ def test_a_direction_is_needed_for_a_metric_lm_eval_does_not_register(tmp_path):
         resolve_metrics(load_task_config(tmp_path / "task.yaml", allow_task_code=True))
 
 
+IDEAL_HALF = "modelbench:\n  gate:\n    metrics:\n      mass: {ideal: 0.5}\n"
+
+
+def test_an_ideal_point_orients_the_gate_by_the_distance_from_it(tmp_path):
+    """A bias score is best at 0 and runs to -1 and 1; lm-eval's higher_is_better: false alone made a move from the
+    ideal to the far side an improvement. `modelbench.gate.metrics.<metric>.ideal` makes it the regression it is."""
+    write_task(tmp_path, extra=IDEAL_HALF)
+    task_yaml = tmp_path / "task.yaml"
+    task_yaml.write_text(task_yaml.read_text().replace("higher_is_better: true", "higher_is_better: false"))
+    config = load_task_config(task_yaml, allow_task_code=True)
+    prepared = prepare_task(config, data_dir=tmp_path)
+    from pytest_modelbench.metrics.task_metrics import resolve_metrics
+
+    mass = next(m for m in resolve_metrics(config) if m.name == "mass")
+    assert (mass.direction.kind, mass.direction.ideal) == ("ideal", 0.5)
+    rng = np.random.default_rng(1)
+    at_ideal = [[-1.0, -1.0, -1.0, -1.0] + rng.normal(0, 0.05, 4) for _ in prepared.documents]  # mass about 0.5
+    far_below = [[-4.0, -4.0, -0.5, -0.5] + rng.normal(0, 0.05, 4) for _ in prepared.documents]  # mass about 0.03
+    texts = [dumps(record_from_evaluation(evaluate_task(prepared, FixedLogLikelihoods(rows)), suite="s",
+                                          baseline_name="default", provenance=provenance(),
+                                          tolerance=Tolerance(absolute_margin=0.01, alpha=0.05)))
+             for rows in (far_below, at_ideal)]
+    entry = next(e for e in gate_texts(texts[0], texts[1], prepared.documents).comparison.entries if e.metric == "mass")
+    assert entry.direction == "ideal 0.5" and entry.delta < -0.4 and entry.verdict is Verdict.REGRESSED
+
+
+@pytest.mark.parametrize("value, message", [
+    ("zero", "must be a number .*got 'zero'"), (".nan", "must be a number .*got nan"),
+])
+def test_an_ideal_point_that_is_not_a_number_names_the_file_and_key(tmp_path, value, message):
+    with pytest.raises(TaskConfigError, match=r"task.yaml: key 'modelbench.gate.metrics.mass.ideal' " + message):
+        write_task(tmp_path, extra=IDEAL_HALF.replace("0.5", value))
+
+
 @pytest.mark.parametrize("aggregation", ["mean", "median"])
 def test_the_gate_pairs_documents_and_a_worse_model_regresses(tmp_path, aggregation):
     prepared = prepare_task(write_task(tmp_path, aggregation=aggregation), data_dir=tmp_path)
@@ -565,6 +599,62 @@ def test_the_paired_bootstrap_indexes_object_columns_of_equal_length_lists_by_do
     # lists of one length made dense (a group's column of such tasks, metrics/group_scores.py): still one per document
     assert aggregate({"each": np.array([[float(i % 2), 1.0] for i in range(6)])}, documents) == 0.5
     assert seen[-1] == [[float(i % 2), 1.0] for i in range(6)]
+
+
+def mean_of_flagged(items):
+    """A score over the documents flagged 1 (BBQ's per-context scores): NaN without any, as lm-eval's aggregations."""
+    flagged = [value for value, flag in items if flag]
+    return float(np.mean(flagged)) if flagged else math.nan
+
+
+mean_of_flagged.dotted_name = "utils.mean_of_flagged"
+
+
+def flagged_aggregate_test(flagged_clusters, n_clusters=40):
+    """aggregate_test over n_clusters clusters of 2 documents; the documents of `flagged_clusters` clusters flagged;
+    the candidate worse by 0.2 on every flagged document, with noise."""
+    from pytest_modelbench.gate.compare import aggregate_test
+    from pytest_modelbench.metrics.aggregate import DocumentItems, document_column
+    from pytest_modelbench.metrics.task_aggregation import TaskAggregation
+
+    class Doc:
+        def __init__(self, doc_id):
+            self.doc_id = doc_id
+
+    documents = [Doc(i) for i in range(2 * n_clusters)]
+    clusters = np.repeat(np.arange(n_clusters), 2)
+    flags = (clusters < flagged_clusters).astype(float)
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.4, 0.8, len(documents))
+    cand = base - 0.2 + rng.normal(0, 0.05, len(documents))
+    columns = [{"each": document_column("each", [DocumentItems((v, f)) for v, f in zip(values, flags)], documents)}
+               for values in (base, cand)]
+    return aggregate_test(TaskAggregation("each", mean_of_flagged), *columns, documents, direction="higher",
+                          ideal=None, seed=2, clusters=clusters)
+
+
+def test_a_resample_where_the_aggregation_is_undefined_is_skipped():
+    """BBQ's accuracy_amb has no value on a resample without an ambiguous context; such a resample failed the item.
+    With the flagged documents in 4 of 40 clusters, about (36/40)^40 = 1.5% of the resamples have none."""
+    base_value, cand_value, test = flagged_aggregate_test(flagged_clusters=4)
+    assert test.test == "bootstrap" and test.standard_error > 0 and test.df == 39
+    assert cand_value - base_value == pytest.approx(test.delta) and test.delta < -0.1
+
+
+def test_an_aggregation_undefined_on_many_resamples_gets_no_test():
+    """Flagged documents in one cluster of 40: (39/40)^40 = 36% of the resamples have none, and those that have
+    some see only that cluster: no standard error can be had, so no test (as a category of one cluster)."""
+    _, _, test = flagged_aggregate_test(flagged_clusters=1)
+    assert test.test == "none" and test.p_values(0.01) == (1.0, 1.0)
+
+
+def test_an_aggregation_undefined_on_the_whole_task_names_the_metric_and_function():
+    from pytest_modelbench.errors import UndefinedAggregateError
+    from pytest_modelbench.metrics.task_aggregation import TaskAggregation
+
+    with pytest.raises(UndefinedAggregateError, match=r"metric 'each': aggregation !function utils.mean_of_flagged "
+                                                      r"is undefined on these 2 documents \(it returned NaN"):
+        TaskAggregation("each", mean_of_flagged)({"each": np.array([[0.5, 0.0], [0.7, 0.0]])}, [])
 
 
 def test_the_most_changed_documents_show_list_values_even_of_another_length(tmp_path):

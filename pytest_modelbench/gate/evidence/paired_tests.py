@@ -38,6 +38,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from pytest_modelbench.errors import UndefinedAggregateError
 from pytest_modelbench.gate.evidence.clusters import cluster_count, cluster_df, cluster_members, cluster_signs
 from pytest_modelbench.gate.evidence.paired import (
     bootstrap_standard_error,
@@ -48,6 +49,10 @@ from pytest_modelbench.gate.evidence.significance import mcnemar_one_sided_pvalu
 
 N_RESAMPLES = 2000
 AGGREGATE_RESAMPLES = 200  # each resample calls the aggregate (Python, linear in documents) on both sides
+# An aggregate undefined on more of the resamples than this rests on the documents of about three clusters or fewer
+# (with k of G clusters holding the documents it needs, a resample has none of them with probability (1 − k/G)^G,
+# about e^−k): its bootstrap describes those few clusters, so the entry gets no test, as a category of one cluster.
+MAX_UNDEFINED_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -157,10 +162,11 @@ def aggregate_test(
 ) -> tuple[float | None, float | None, PairedTest]:
     """Paired bootstrap of a metric's own aggregate: (baseline value, candidate value, oriented test).
 
-    Same SE convention as `paired.paired_bootstrap`; resamples where the aggregate is undefined (None) are
-    dropped. An aggregate with a `resampler` (metrics/bias.py's OverTerms) is evaluated at each resample's indices
-    without rebuilding its document list. `clusters`: the documents' cluster labels; then each resample draws whole
-    clusters (the cluster bootstrap).
+    Same SE convention as `paired.paired_bootstrap`; resamples where the aggregate is undefined (None, or a task's
+    aggregation returning NaN: a resample without a document of the kind it needs) are dropped, and above
+    MAX_UNDEFINED_SHARE of them the entry has no test. An aggregate with a `resampler` (metrics/bias.py's OverTerms)
+    is evaluated at each resample's indices without rebuilding its document list. `clusters`: the documents' cluster
+    labels; then each resample draws whole clusters (the cluster bootstrap).
     """
     n = len(documents)
     if n == 0:
@@ -186,13 +192,17 @@ def aggregate_test(
     deltas, baselines = [], []
     for _ in range(n_resamples):
         if members is None:
-            b, c = values_at(rng.integers(0, n, size=n))
+            idx = rng.integers(0, n, size=n)
         else:
-            b, c = values_at(np.concatenate([members[g] for g in rng.integers(0, len(members), size=len(members))]))
+            idx = np.concatenate([members[g] for g in rng.integers(0, len(members), size=len(members))])
+        try:
+            b, c = values_at(idx)
+        except UndefinedAggregateError:
+            continue
         if b is not None and c is not None:
             deltas.append(_oriented(c, direction, ideal) - _oriented(b, direction, ideal))
             baselines.append(_oriented(b, direction, ideal))
-    if n < 2:
+    if n < 2 or len(deltas) < (1 - MAX_UNDEFINED_SHARE) * n_resamples:
         return base_value, cand_value, PairedTest(float(delta), 0.0, "none")
     return base_value, cand_value, _bootstrapped(float(delta), bootstrap_standard_error(np.asarray(deltas)), clusters,
                                                  baseline_standard_error=bootstrap_standard_error(np.asarray(baselines)))
