@@ -34,7 +34,7 @@ def test_winobias_records_baselines_and_gates_each_type(pytester, tiny_model, da
     assert pairs["category_field"] == "type"
     assert pairs["metrics"]["pct_stereotype"] == {"direction": "ideal", "ideal": 0.5, "binary": True}
     coreference = json.loads((folder / "winobias_coreference.json").read_text())
-    assert coreference["metrics"]["acc_gap"]["direction"] == "lower"
+    assert coreference["metrics"]["acc_gap"]["direction"] == "ideal" and coreference["metrics"]["acc_gap"]["ideal"] == 0
     assert coreference["metrics"]["acc_pro"]["direction"] == "higher"
 
     junit = pytester.path / "junit.xml"
