@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from pytest_modelbench.run.evaluation import evaluate_task
 from pytest_modelbench.run.runner import BenchRunner, RunOptions
@@ -35,21 +34,12 @@ from tests.fixtures.lmeval_references import (
     tolerance_for,
     verdict_check,
 )
+from tests.fixtures.sentence_scoring import sentence_loglikelihood
 from tests.fixtures.tiny_bert import build_tiny_bert
 
 REPO = Path(__file__).resolve().parents[2]
 CROWS_EN = REPO / "suites" / "bias" / "crows_pairs_english.yaml"
 REFERENCE = REPO / "tests" / "reference" / "lmeval_crows_pairs_english.json"
-
-
-def sentence_loglikelihood(model, tokenizer, sentence: str) -> float:
-    """lm-eval's empty-context rule written out: the sentence's tokens after a single BOS (else EOS) token."""
-    prefix = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    ids = [prefix] + tokenizer.encode(sentence, add_special_tokens=False)
-    with torch.no_grad():
-        logits = model(torch.tensor([ids])).logits[0]
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-    return float(sum(logprobs[i - 1, ids[i]] for i in range(1, len(ids))))
 
 
 def test_crows_pairs_causal_on_a_tiny_model(tiny_model, data_mirror):

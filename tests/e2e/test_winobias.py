@@ -8,24 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from pytest_modelbench.run.runner import BenchRunner, RunOptions
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.identity import TaskId
+from tests.fixtures.sentence_scoring import sentence_loglikelihood
 
 SUITE = Path(__file__).resolve().parents[2] / "suites" / "winobias"
 SCORED = {"type_1": 759, "type_2": 775}  # 792 templates of each type less the refused (docs/bias-suite.md)
-
-
-def sentence_loglikelihood(model, tokenizer, sentence: str) -> float:
-    """The empty-context rule written out: the text's tokens after a single BOS (else EOS) token."""
-    prefix = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    ids = [prefix] + tokenizer.encode(sentence, add_special_tokens=False)
-    with torch.no_grad():
-        logits = model(torch.tensor([ids])).logits[0]
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-    return float(sum(logprobs[i - 1, ids[i]] for i in range(1, len(ids))))
 
 
 @pytest.fixture(scope="module")
