@@ -159,6 +159,9 @@ def restricted(baseline: BaselineRecord, keys: Sequence[str]) -> BaselineRecord:
         baseline, doc_keys=tuple(baseline.doc_keys[i] for i in idx), doc_ids=tuple(baseline.doc_ids[i] for i in idx),
         doc_categories=tuple(baseline.doc_categories[i] for i in idx),
         values={name: values[idx] for name, values in baseline.values.items()},
+        ratchet=None if baseline.ratchet is None else dataclasses.replace(baseline.ratchet, earlier=tuple(
+            dataclasses.replace(r, values={name: v[idx] for name, v in r.values.items()})
+            for r in baseline.ratchet.earlier)),
     )
 
 
