@@ -255,7 +255,8 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
         written = persist(path, candidate_text if update is None else dumps(update.record), stored_text, outcome)
     judgement = _decide(candidate, outcome, written, evaluation, common, path, shown, policy, changed_documents)
     if update is not None and (written or update.blocked):
-        judgement.result.note = "; ".join([judgement.result.note, *_blocked_note(update), *update.lines]).lstrip("; ")
+        judgement.result.note = "; ".join([judgement.result.note, *_blocked_note(update)]).lstrip("; ")
+        judgement.result.references = list(update.lines) if written else []
     if stopped is None:
         judgement.candidate_text = candidate_text
     if stopped is not None and isinstance(judgement.failure, Regression):

@@ -102,9 +102,9 @@ def ratcheted(stored: BaselineRecord, candidate: BaselineRecord, comparison: Tas
         recording = previous.recording if previous is not None else old.recording
         anchors.append(EntryAnchor(entry.metric, entry.category, recording, origin, since,
                                    previous.accepted if previous is not None else None))
-        lines.append(f"{where}: kept at {entry.baseline:.4f} (its anchor; this run {_signed(entry.delta)} against it, "
-                     f"{entry.verdict.value}); {_signed(entry.baseline - origin)} since its origin {origin:.4f} "
-                     f"({since})")
+        lines.append(f"{where}: kept at {entry.baseline:.4f} (accepts no change; this run {_signed(entry.delta)} "
+                     f"against its anchor, {entry.verdict.value}); {_signed(entry.baseline - origin)} since its "
+                     f"origin {origin:.4f} ({since})")
     if blocked:
         return RatchetUpdate(None, blocked, tuple(lines))
     referenced = {a.recording for a in anchors} - {new_id}
