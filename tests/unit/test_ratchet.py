@@ -8,6 +8,8 @@ the third release is caught against them.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -123,3 +125,25 @@ def test_an_acceptance_needs_an_update_and_a_reason(tmp_path, update, reason, me
                        update=update, update_new_only=False, score_only=False, baseline_ref=None,
                        accepted=["suite/probe:acc"], accept_reason=reason)
     assert parse_acceptance("suite/probe:acc") == AcceptedRegression("suite/probe", "acc", None)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r["entries"][0].update(recording="9"), "'ratchet.entries[0].recording' names no recording"),
+    (lambda r: r["earlier"][0]["columns"]["acc"].pop(), "'ratchet.earlier[0].columns.acc' must hold one value per"),
+    (lambda r: r["entries"].append(dict(r["entries"][0])), "is listed twice"),
+])
+def test_a_damaged_ratchet_block_names_the_file_and_key(edit, message):
+    import json
+
+    from pytest_modelbench.gate.baseline_file import checksum
+    from pytest_modelbench.errors import BaselineError
+
+    document = json.loads(dumps(updated(release(1), release(2))[1].record))
+    edit(document["ratchet"])
+    document["checksum"] = checksum(document)
+    with pytest.raises(BaselineError, match="probe.json: invalid baseline: .*" + re.escape(message)):
+        parse(json.dumps(document), "probe.json")
+    document.pop("ratchet")
+    document["checksum"] = checksum(document)
+    with pytest.raises(BaselineError, match="key 'ratchet' belongs to format"):
+        parse(json.dumps(document), "probe.json")
