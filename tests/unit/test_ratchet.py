@@ -116,14 +116,16 @@ def test_a_malformed_acceptance_is_an_option_error_naming_it(tmp_path, value):
                        accepted=[value], accept_reason="why")
 
 
-@pytest.mark.parametrize("update, reason, message", [
-    (False, "why", "give --snapshot-update too"), (True, None, "needs --accept-reason"),
+@pytest.mark.parametrize("update, accepted, reason, message", [
+    (False, ["suite/probe:acc"], "why", "give --snapshot-update too"),
+    (True, ["suite/probe:acc"], None, "needs --accept-reason"),
+    (True, [], "why", "--accept-reason gives the reason of an --accept-regression"),
 ])
-def test_an_acceptance_needs_an_update_and_a_reason(tmp_path, update, reason, message):
+def test_an_acceptance_needs_an_update_and_a_reason(tmp_path, update, accepted, reason, message):
     with pytest.raises(GateOptionError, match=message):
         checked_policy(baselines_dir=tmp_path, baseline_name="default", overrides={}, error_control="session",
                        update=update, update_new_only=False, score_only=False, baseline_ref=None,
-                       accepted=["suite/probe:acc"], accept_reason=reason)
+                       accepted=accepted, accept_reason=reason)
     assert parse_acceptance("suite/probe:acc") == AcceptedRegression("suite/probe", "acc", None)
 
 
