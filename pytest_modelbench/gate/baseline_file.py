@@ -540,6 +540,7 @@ def _parse_ratchet(raw: Any, row_metrics: Sequence[MetricInfo], keys: tuple[str,
         earlier.append(Recording(_get(item, "id", str, label), _get(item, "model", str, label),
                                  _get(item, "created", str, label), cells))
     ids = [recording] + [r.id for r in earlier]
+    _require(all(i.isdigit() for i in ids), "key 'ratchet': a recording id must be a string of digits")
     _require(len(set(ids)) == len(ids), "key 'ratchet': a recording id is listed twice")
     entries, seen = [], set()
     for i, item in enumerate(_get(raw, "entries", list, "ratchet")):
