@@ -100,6 +100,54 @@ class NoiseFloor:
 
 
 @dataclass(frozen=True)
+class Recording:
+    """An earlier recording of the task that some entry's reference still comes from: its per-document values (in
+    its record's document order) and what recorded them."""
+
+    id: str
+    model: str
+    created: str
+    values: Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """A regression accepted by name (--accept-regression): when, why, and the reference it lowered."""
+
+    when: str
+    why: str
+    previous: float
+    value: float
+
+
+@dataclass(frozen=True)
+class EntryAnchor:
+    """Where one entry's reference comes from (gate/ratchet.py): the recording, and the entry's origin (its
+    reference when it was first recorded, or when its anchors were last reset) that cumulative change is told from."""
+
+    metric: str
+    category: str | None
+    recording: str
+    origin: float
+    origin_created: str
+    accepted: Acceptance | None = None  # the acceptance that set this reference, if one did
+
+
+@dataclass(frozen=True)
+class Ratchet:
+    """Per-entry references (docs/baseline-gate.md, "Ratcheting references"): the id of the record's own recording,
+    the earlier recordings still referenced, each entry's anchor, and why the anchors were last reset."""
+
+    recording: str
+    earlier: tuple[Recording, ...] = ()
+    entries: tuple[EntryAnchor, ...] = ()
+    reset: tuple[str, str] | None = None  # (when, why): a re-baseline that no anchor could carry over
+
+    def anchor(self, metric: str, category: str | None) -> EntryAnchor | None:
+        return next((a for a in self.entries if a.metric == metric and a.category == category), None)
+
+
+@dataclass(frozen=True)
 class BaselineRecord:
     """One task's scores as stored (or as the candidate run would store them)."""
 
@@ -123,6 +171,14 @@ class BaselineRecord:
     # Each document's cluster (its task's `modelbench.gate.cluster`, None where its task declares none); empty when
     # no document has one. The candidate's: a baseline file does not store them (the gate pairs by document key).
     doc_clusters: tuple[str | None, ...] = ()
+    ratchet: Ratchet | None = None  # per-entry anchors; None: every entry's reference is this record's own values
+
+    def reference_values(self, metric: str, category: str | None) -> Mapping[str, np.ndarray]:
+        """The per-document values an entry is compared with: those of the recording its reference came from."""
+        anchor = None if self.ratchet is None else self.ratchet.anchor(metric, category)
+        if anchor is None or anchor.recording == self.ratchet.recording:
+            return self.values
+        return next(r.values for r in self.ratchet.earlier if r.id == anchor.recording)
 
     @property
     def metric_names(self) -> tuple[str, ...]:

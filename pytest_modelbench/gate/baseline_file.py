@@ -54,12 +54,15 @@ import numpy as np
 
 from pytest_modelbench.errors import BaselineError
 from pytest_modelbench.gate.baseline import (
-    BaselineRecord, MetricInfo, NoiseEntry, NoiseFloor, Summary, Tolerance,
+    Acceptance, BaselineRecord, EntryAnchor, MetricInfo, NoiseEntry, NoiseFloor, Ratchet, Recording, Summary,
+    Tolerance,
 )
 from pytest_modelbench.gate.provenance import Provenance
 from pytest_modelbench.metrics.registry import Margin
 
 FORMAT = "pytest-modelbench-baseline/1"
+# A record with per-entry anchors (gate/ratchet.py): its `ratchet` block. A record without one is still written as /1.
+FORMAT_RATCHET = "pytest-modelbench-baseline/2"
 CATEGORY_COLUMN = "category"
 DOC_ID_COLUMN = "doc_id"
 _HASH_RE = re.compile(r"^[0-9a-f]{16}(#[1-9][0-9]*)?$")
@@ -114,7 +117,7 @@ def _rows(record: BaselineRecord) -> dict[str, list[Any]]:
 def to_document(record: BaselineRecord) -> dict[str, Any]:
     """The JSON document (without checksum)."""
     p = record.provenance
-    return {
+    document = {
         "format": FORMAT,
         "task": record.task,
         "suite": record.suite,
@@ -158,6 +161,31 @@ def to_document(record: BaselineRecord) -> dict[str, Any]:
         },
         "documents": {"columns": _columns(record), "rows": _rows(record)},
         **({"noise_floor": _noise_floor_json(record.noise_floor)} if record.noise_floor is not None else {}),
+        **({"ratchet": _ratchet_json(record)} if record.ratchet is not None else {}),
+    }
+    if record.ratchet is not None:
+        document["format"] = FORMAT_RATCHET
+    return document
+
+
+def _ratchet_json(record: BaselineRecord) -> dict[str, Any]:
+    ratchet = record.ratchet
+    assert ratchet is not None
+    return {
+        "recording": ratchet.recording,
+        "reset": None if ratchet.reset is None else {"when": ratchet.reset[0], "why": ratchet.reset[1]},
+        "entries": [
+            {"metric": a.metric, "category": a.category, "recording": a.recording, "origin": a.origin,
+             "origin_created": a.origin_created,
+             "accepted": None if a.accepted is None else {"when": a.accepted.when, "why": a.accepted.why,
+                                                          "previous": a.accepted.previous, "value": a.accepted.value}}
+            for a in ratchet.entries
+        ],
+        "earlier": [
+            {"id": r.id, "model": r.model, "created": r.created,
+             "columns": {m.name: [_number(v, m.binary) for v in r.values[m.name]] for m in record.row_metrics}}
+            for r in ratchet.earlier
+        ],
     }
 
 
@@ -321,7 +349,10 @@ def parse_or_problem(text: str) -> tuple[BaselineRecord | None, str | None]:
 def _parse_document(document: Any) -> BaselineRecord:
     _require(isinstance(document, dict), "the file must hold a JSON object")
     fmt = document.get("format")
-    _require(fmt == FORMAT, f"unsupported format {fmt!r} (this version reads {FORMAT!r})")
+    _require(fmt in (FORMAT, FORMAT_RATCHET),
+             f"unsupported format {fmt!r} (this version reads {FORMAT!r} and {FORMAT_RATCHET!r})")
+    _require(("ratchet" in document) == (fmt == FORMAT_RATCHET),
+             f"key 'ratchet' belongs to format {FORMAT_RATCHET!r} and only there")
     stored_sum = document.get("checksum")
     _require(isinstance(stored_sum, str), "key 'checksum' is missing")
     _require(
@@ -456,6 +487,7 @@ def _parse_document(document: Any) -> BaselineRecord:
             )
 
     noise_floor = _parse_noise_floor(document["noise_floor"]) if "noise_floor" in document else None
+    ratchet = _parse_ratchet(document["ratchet"], row_metrics, tuple(rows)) if "ratchet" in document else None
 
     return BaselineRecord(
         task=task,
@@ -473,7 +505,63 @@ def _parse_document(document: Any) -> BaselineRecord:
         values=values,
         category_members={k: tuple(v) for k, v in raw_members.items()},
         noise_floor=noise_floor,
+        ratchet=ratchet,
     )
+
+
+def _optional_text(raw: Any, key: str, label: str) -> str | None:
+    _require(key in raw and (raw[key] is None or isinstance(raw[key], str)), f"key '{label}.{key}' must be a string "
+             "or null")
+    return raw[key]
+
+
+def _parse_ratchet(raw: Any, row_metrics: Sequence[MetricInfo], keys: tuple[str, ...]) -> Ratchet:
+    """The `ratchet` block: the record's own recording id, why its anchors were last reset, each entry's anchor (a
+    recording listed here, once per entry) and the earlier recordings' per-document columns, in document order."""
+    _require(isinstance(raw, dict), "key 'ratchet' must be an object")
+    recording = _get(raw, "recording", str, "ratchet")
+    reset = raw.get("reset")
+    _require(reset is None or isinstance(reset, dict), "key 'ratchet.reset' must be an object or null")
+    if reset is not None:
+        reset = (_get(reset, "when", str, "ratchet.reset"), _get(reset, "why", str, "ratchet.reset"))
+    earlier = []
+    for i, item in enumerate(_get(raw, "earlier", list, "ratchet")):
+        label = f"ratchet.earlier[{i}]"
+        _require(isinstance(item, dict), f"key '{label}' must be an object")
+        columns = _get(item, "columns", dict, label)
+        _require(sorted(columns) == sorted(m.name for m in row_metrics),
+                 f"key '{label}.columns' must hold one column per metric stored per document")
+        cells = {}
+        for metric in row_metrics:
+            column = columns[metric.name]
+            _require(isinstance(column, list) and len(column) == len(keys),
+                     f"key '{label}.columns.{metric.name}' must hold one value per document ({len(keys)})")
+            cells[metric.name] = _column([_cell(v, metric, k) for v, k in zip(column, keys)], metric.name, metric.lists)
+        earlier.append(Recording(_get(item, "id", str, label), _get(item, "model", str, label),
+                                 _get(item, "created", str, label), cells))
+    ids = [recording] + [r.id for r in earlier]
+    _require(all(i.isdigit() for i in ids), "key 'ratchet': a recording id must be a string of digits")
+    _require(len(set(ids)) == len(ids), "key 'ratchet': a recording id is listed twice")
+    entries, seen = [], set()
+    for i, item in enumerate(_get(raw, "entries", list, "ratchet")):
+        label = f"ratchet.entries[{i}]"
+        _require(isinstance(item, dict), f"key '{label}' must be an object")
+        metric = _get(item, "metric", str, label)
+        category = _optional_text(item, "category", label)
+        _require((metric, category) not in seen, f"key '{label}': entry {metric} [{category}] is listed twice")
+        seen.add((metric, category))
+        anchor_id = _get(item, "recording", str, label)
+        _require(anchor_id in ids, f"key '{label}.recording' names no recording of this file ({anchor_id!r})")
+        accepted = item.get("accepted")
+        _require(accepted is None or isinstance(accepted, dict), f"key '{label}.accepted' must be an object or null")
+        if accepted is not None:
+            where = f"{label}.accepted"
+            accepted = Acceptance(_get(accepted, "when", str, where), _get(accepted, "why", str, where),
+                                  float(_get(accepted, "previous", float, where)),
+                                  float(_get(accepted, "value", float, where)))
+        entries.append(EntryAnchor(metric, category, anchor_id, float(_get(item, "origin", float, label)),
+                                   _get(item, "origin_created", str, label), accepted))
+    return Ratchet(recording, tuple(earlier), tuple(entries), reset)
 
 
 def _parse_noise_floor(raw: Any) -> NoiseFloor:

@@ -26,6 +26,8 @@ weighs DERIVED_WEIGHT against 1 for every other metric's; a rejected entry passe
 MDE. `significance.detectable_regression` at the entry's own share of the level, with the least-churn floor for 0/1
 outcomes and the baseline's own standard error for others when no document changed.
 Verdict. `verdict.judge_entry`; the effective margin is the metric's `Margin` at the baseline value.
+Anchors. An entry is compared with the per-document values of the recording its reference came from
+(`BaselineRecord.reference_values`; gate/ratchet.py), which is the baseline's own unless it kept an earlier anchor.
 """
 
 from __future__ import annotations
@@ -170,6 +172,15 @@ def compare(
     clusters = cluster_labels(candidate.doc_clusters) if any(c is not None for c in candidate.doc_clusters) else None
 
     base_values = {name: _as_column(v)[order] for name, v in baseline.values.items()}
+    ordered: dict[int, dict[str, np.ndarray]] = {id(baseline.values): base_values}
+
+    def reference(metric: str, category: str | None) -> dict[str, np.ndarray]:
+        """The entry's baseline values, in the candidate's order: its anchor recording's (gate/ratchet.py)."""
+        values = baseline.reference_values(metric, category)
+        if id(values) not in ordered:
+            ordered[id(values)] = {name: _as_column(v)[order] for name, v in values.items()}
+        return ordered[id(values)]
+
     cand_values = {name: _as_column(v) for name, v in candidate.values.items()}
     tested: list[_Tested] = []
     pooling_values: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # poolable metrics' overall documents
@@ -188,7 +199,7 @@ def compare(
                 if not idx.size:
                     continue
                 base_value, cand_value, test = aggregate_test(
-                    aggregate, {k: v[idx] for k, v in base_values.items()}, {k: v[idx] for k, v in cand_values.items()},
+                    aggregate, {k: v[idx] for k, v in reference(metric.name, category).items()}, {k: v[idx] for k, v in cand_values.items()},
                     [documents[i] for i in idx], direction=metric.direction, ideal=metric.ideal, seed=seed(category),
                     n_resamples=AGGREGATE_RESAMPLES, clusters=None if clusters is None else clusters[idx],
                 )
@@ -198,7 +209,8 @@ def compare(
                                       test, base_value))
         else:
             for category, mask in groups:
-                base, cand = base_values[metric.name][mask & scored], cand_values[metric.name][mask & scored]
+                base = reference(metric.name, category)[metric.name][mask & scored]
+                cand = cand_values[metric.name][mask & scored]
                 if base.size == 0:
                     continue
                 test = paired_test(
@@ -211,9 +223,9 @@ def compare(
                 if category is None and poolable(metric.binary, metric.direction):
                     pooling_values[metric.name] = (base, cand, scored)
     for derived in derived_metrics(candidate.metric_names):
-        base_column, cand_column = derived.values(base_values), derived.values(cand_values)
+        cand_column = derived.values(cand_values)
         for category, mask in groups:
-            base, cand = base_column[mask], cand_column[mask]
+            base, cand = derived.values(reference(derived.name, category))[mask], cand_column[mask]
             if base.size == 0:
                 continue
             test = paired_test(

@@ -110,10 +110,11 @@ def bounded_differences(baseline: BaselineRecord, candidate: BaselineRecord, tas
         if not metric.binary or metric.aggregate or metric.name in (aggregates or ()) \
                 or metric.direction not in ("higher", "lower"):
             continue
-        base = np.asarray(baseline.values[metric.name], dtype=float)
         sign = 1.0 if metric.direction == "higher" else -1.0
-        differences = sign * (np.asarray(candidate.values[metric.name], dtype=float)[in_order] - base[scored])
         for category, members in entry_groups(baseline):
+            # the entry's anchor recording's values (gate/ratchet.py): the baseline's own unless it kept an earlier one
+            base = np.asarray(baseline.reference_values(metric.name, category)[metric.name], dtype=float)
+            differences = sign * (np.asarray(candidate.values[metric.name], dtype=float)[in_order] - base[scored])
             members = members & ~np.isnan(base)
             own = members[scored] & ~np.isnan(differences)
             margin = candidate.tolerance.margin(metric.name).at(float(base[members].mean())) if members.any() else 0.0
@@ -159,6 +160,9 @@ def restricted(baseline: BaselineRecord, keys: Sequence[str]) -> BaselineRecord:
         baseline, doc_keys=tuple(baseline.doc_keys[i] for i in idx), doc_ids=tuple(baseline.doc_ids[i] for i in idx),
         doc_categories=tuple(baseline.doc_categories[i] for i in idx),
         values={name: values[idx] for name, values in baseline.values.items()},
+        ratchet=None if baseline.ratchet is None else dataclasses.replace(baseline.ratchet, earlier=tuple(
+            dataclasses.replace(r, values={name: v[idx] for name, v in r.values.items()})
+            for r in baseline.ratchet.earlier)),
     )
 
 

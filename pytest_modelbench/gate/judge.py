@@ -14,8 +14,11 @@ Outcomes (without --score-only):
   baseline corrupt / hand-edited         → fails with an error naming the file; the file is left untouched.
   baseline not comparable                → fails with "re-baseline required", what changed, this run's scores
                                            and how to compare (another --baseline-name, or --snapshot-update).
-With --snapshot-update the last four write the candidate's record instead (and the task passes); a baseline whose
-entries all stay inside the band is never rewritten. --snapshot-update-new-only writes missing baselines only.
+With --snapshot-update the last three write the candidate's record instead, saying its anchors were reset (and the
+task passes); a regressed or improved baseline is re-recorded with per-entry references (gate/ratchet.py): improved
+entries raised, entries inside their band kept at their anchors, a regression lowered only where --accept-regression
+names it, and a regression no acceptance names fails the task and writes nothing. A baseline whose entries all stay
+inside the band is never rewritten. --snapshot-update-new-only writes missing baselines only.
 --snapshot-update --noise-floor scores the task a second time (the runner's second backend), stores the noise floor
 (gate/noise_floor.py) in the record and rewrites every baseline; a stored noise floor above an entry's margin is a
 warning (`Judgement.warning`), never a failure. The candidate record's provenance is gate/provenance.py's.
@@ -42,6 +45,7 @@ from pytest_modelbench.gate.early_stop import EarlyStop, restricted
 from pytest_modelbench.gate.noise_floor import NoiseWarning, below_noise, binary_metrics, measure, warning_text
 from pytest_modelbench.gate.policy import GatePolicy
 from pytest_modelbench.gate.provenance import provenance, stored_provenance
+from pytest_modelbench.gate.ratchet import RatchetUpdate, ratcheted, reset_record
 from pytest_modelbench.gate.result import (
     STATUS_CREATED,
     STATUS_INVALID,
@@ -244,13 +248,46 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
     else:
         outcome = (gate_texts(candidate_text, stored_text, evaluation.prepared.documents, aggregates)
                    if stored_text is not None else None)
-    written = persist(path, candidate_text, stored_text, outcome)
+    update = _update(identity, candidate, outcome, policy) if stored_text is not None and stopped is None else None
+    if update is not None and update.record is None:
+        written = False  # an unaccepted regression: the baseline stays as it was, every reference with it
+    else:
+        written = persist(path, candidate_text if update is None else dumps(update.record), stored_text, outcome)
     judgement = _decide(candidate, outcome, written, evaluation, common, path, shown, policy, changed_documents)
+    if update is not None and (written or update.blocked):
+        judgement.result.note = "; ".join([judgement.result.note, *_blocked_note(update)]).lstrip("; ")
+        judgement.result.references = list(update.lines) if written else []
     if stopped is None:
         judgement.candidate_text = candidate_text
     if stopped is not None and isinstance(judgement.failure, Regression):
         judgement.failure = dataclasses.replace(judgement.failure, early_stop_note=stopped.settlement.note)
     return judgement, outcome, written
+
+
+def _update(identity: TaskId, candidate: BaselineRecord, outcome: GateOutcome | None,
+            policy: GatePolicy) -> RatchetUpdate | None:
+    """Under --snapshot-update, what the stored baseline becomes (gate/ratchet.py): the compared references
+    ratcheted, or a re-baseline's record that says its anchors were reset; None: the candidate's record as it is."""
+    if not policy.update or outcome is None:
+        return None
+    when = candidate.provenance.created
+    if outcome.comparison is None:
+        why = _first_clause(outcome.problem)
+        return RatchetUpdate(reset_record(candidate, when=when, why=why), (),
+                             ("every anchor reset (recorded in the baseline)",))
+    if outcome.baseline is None or not (outcome.comparison.out_of_band(include_improvements=True)
+                                        or policy.noise_floor):
+        return None
+    return ratcheted(outcome.baseline, candidate, outcome.comparison, policy.accepted, task=identity.key, when=when,
+                     why=policy.accept_reason)
+
+
+def _blocked_note(update: RatchetUpdate) -> list[str]:
+    if not update.blocked:
+        return []
+    named = ", ".join(f"{e.metric} [{e.label}]" for e in update.blocked)
+    return [f"not re-recorded: regressed entries no --accept-regression names: {named} (the baseline, every "
+            "reference in it, is left as it was)"]
 
 
 def _decide(candidate: BaselineRecord, outcome: GateOutcome | None, written: bool, evaluation: Any,

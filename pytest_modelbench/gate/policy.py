@@ -15,6 +15,7 @@ from pytest_modelbench.gate import pooled
 from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT, AlphaSplit
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.baseline_ref import BaselineRef
+from pytest_modelbench.gate.ratchet import ACCEPT_OPTION, AcceptanceError, AcceptedRegression, parse_acceptance
 from pytest_modelbench.gate.settings import resolve_tolerance
 from pytest_modelbench.tasks.gate_block import gate_value_problem
 
@@ -47,6 +48,9 @@ class GatePolicy:
     # --baseline-ref: each gated item's tolerance as the ref's gate-policy.json records it, by key, set once this
     # run's policy is found to be that one (gate/policy_file.py); the judge applies these
     protected: Mapping[str, Tolerance] = field(default_factory=dict)
+    # --accept-regression (with --accept-reason): the entries whose references --snapshot-update may lower
+    accepted: tuple[AcceptedRegression, ...] = ()
+    accept_reason: str = ""
 
     @property
     def name_dir(self) -> Path:
@@ -150,7 +154,7 @@ def checked_policy(
     *, baselines_dir: Path, baseline_name: str, overrides: Mapping[str, float], error_control: str, update: bool,
     update_new_only: bool, score_only: bool, baseline_ref: str | None, reports: Sequence[str] = (),
     weights: Mapping[str, float] | None = None, early_stop: bool = False, early_stop_verdicts: bool = False,
-    noise_floor: bool = False,
+    noise_floor: bool = False, accepted: Sequence[str] = (), accept_reason: str | None = None,
 ) -> GatePolicy:
     """The policy, or GateOptionError for options that cannot go together. `reports`: the gate-report options given
     (--md-report ...), which --score-only refuses."""
@@ -191,9 +195,29 @@ def checked_policy(
         )
     if early_stop_verdicts and not early_stop:
         raise GateOptionError("--early-stop-verdicts says how --early-stop stops a task: give --early-stop too")
+    acceptances = _checked_acceptances(accepted, accept_reason, update)
     return GatePolicy(
         baselines_dir=baselines_dir, baseline_name=baseline_name, overrides=dict(overrides),
         error_control=error_control, update=update, update_new_only=update_new_only, score_only=score_only,
         baseline_ref=ref, weights=dict(weights or {}), early_stop=early_stop,
-        early_stop_verdicts=early_stop_verdicts, noise_floor=noise_floor,
+        early_stop_verdicts=early_stop_verdicts, noise_floor=noise_floor, accepted=acceptances,
+        accept_reason=accept_reason or "",
     )
+
+
+def _checked_acceptances(values: Sequence[str], reason: str | None, update: bool) -> tuple[AcceptedRegression, ...]:
+    """--accept-regression values (GateOptionError names a malformed one); they lower references only while
+    --snapshot-update writes them, and only with a reason to record."""
+    try:
+        acceptances = tuple(parse_acceptance(value) for value in values)
+    except AcceptanceError as exc:
+        raise GateOptionError(str(exc)) from None
+    if acceptances and not update:
+        raise GateOptionError(f"{ACCEPT_OPTION} lowers references as --snapshot-update writes them: give "
+                              "--snapshot-update too")
+    if acceptances and not (reason or "").strip():
+        raise GateOptionError(f"{ACCEPT_OPTION} needs --accept-reason=TEXT: why the regression is accepted is "
+                              "recorded in the baseline with it")
+    if reason is not None and not acceptances:
+        raise GateOptionError(f"--accept-reason gives the reason of an {ACCEPT_OPTION}: name the accepted entries")
+    return acceptances

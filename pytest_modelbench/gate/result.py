@@ -77,6 +77,9 @@ class GateResult:
     # Entries whose margin is below the noise floor (gate/noise_floor.py, NoiseWarning.as_json), and how it was measured
     noise_warnings: list[dict[str, Any]] = field(default_factory=list)
     noise_measured_with: str = ""
+    # --snapshot-update of a baseline: per entry, what its reference became and its change since its origin
+    # (gate/ratchet.py), or that every anchor was reset
+    references: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.total_weight is None:

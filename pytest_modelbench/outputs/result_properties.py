@@ -32,6 +32,7 @@ def properties(result: GateResult) -> list[tuple[str, str]]:
         "candidate_provenance": result.candidate_provenance, "baseline_ref": result.baseline_ref,
         "working_tree_differs": result.working_tree_differs, "pooling": result.pooling,
         "noise_warnings": result.noise_warnings, "noise_measured_with": result.noise_measured_with,
+        "references": result.references,
     }
     pairs = [(PROPERTY_PREFIX, json.dumps(head, ensure_ascii=False))]
     for entry in result.entries:
@@ -67,4 +68,5 @@ def result_from_properties(user_properties: Iterable[tuple[str, Any]], nodeid: s
         baseline_ref=head.get("baseline_ref"), working_tree_differs=head.get("working_tree_differs", False),
         changed_documents=documents, scores=scores, pooling=head.get("pooling", []),
         noise_warnings=head.get("noise_warnings", []), noise_measured_with=head.get("noise_measured_with", ""),
+        references=head.get("references", []),
     )

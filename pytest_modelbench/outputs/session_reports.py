@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from pytest_modelbench.gate.decision import SessionDecision
+from pytest_modelbench.gate.result import GateResult
 from pytest_modelbench.outputs.html_report import html_page
 from pytest_modelbench.outputs.markdown import markdown
 from pytest_modelbench.outputs.terminal import pooled_lines, terminal_lines
@@ -30,6 +31,7 @@ def terminal_section(decision: SessionDecision, *, baselines_missing: str | None
         lines += terminal_lines(decision.results, custom_tests=len(decision.custom_tests), pooled=pooled)
         lines += pooled_lines(pooled, by_merge=sorted(decision.pooled_weights) if decision.pooled_by_merge else [],
                               updating=decision.updating, problems=decision.pooled_problems)
+        lines += reference_lines(decision.results)
     lines += unused_lines(decision, update)
     return f"modelbench gate (baseline '{decision.baseline_name}')", lines
 
@@ -45,6 +47,16 @@ def write_reports(decision: SessionDecision, *, md_report: Path | None, html_rep
     if html_report is not None:
         write("--html-report", html_report,
               html_page(decision.results, decision.baseline_name, outcome, unused, pooled))
+
+
+def reference_lines(results: Sequence[GateResult]) -> list[str]:
+    """--snapshot-update: per task whose baseline it touched, what each entry's reference became (gate/ratchet.py)."""
+    lines = []
+    for result in sorted(results, key=lambda r: r.task):
+        if result.references:
+            lines.append(f"references of {result.task} ({result.baseline}):")
+            lines += [f"  {line}" for line in result.references]
+    return lines
 
 
 def unused_lines(decision: SessionDecision, update: bool) -> list[str]:

@@ -63,6 +63,12 @@ def add_options(parser: pytest.Parser, group: Any) -> None:
                     help="with --snapshot-update: score each task a second time under another batch size (and, for a "
                     "local causal LM, the other scoring path), store each entry's flip rate and shift with the "
                     "baseline, and warn when a margin is below that noise (re-records every baseline of the run)")
+    group.addoption("--accept-regression", action="append", default=[], metavar="SUITE/TASK:METRIC[:CATEGORY]",
+                    help="with --snapshot-update and --accept-reason: lower this entry's reference to this run's "
+                    "value although it regressed (the metric's overall entry, or one category); repeatable. Other "
+                    "entries never move down: a regression not accepted fails and leaves the baseline as it was")
+    group.addoption("--accept-reason", default=None, metavar="TEXT",
+                    help="why the --accept-regression entries are accepted (recorded in the baseline with the date)")
     group.addoption("--score-only", action="store_true",
                     help="score and report without the baseline gate: no baseline is read or written and no gate "
                     "verdict is given (without it, a run with no baselines for --baseline-name fails)")
@@ -100,6 +106,8 @@ def policy_from_options(config: pytest.Config) -> GatePolicy:
             early_stop=bool(config.getoption("--early-stop")),
             early_stop_verdicts=bool(config.getoption("--early-stop-verdicts")),
             noise_floor=bool(config.getoption("--noise-floor")),
+            accepted=config.getoption("--accept-regression"),
+            accept_reason=config.getoption("--accept-reason"),
         )
     except GateOptionError as exc:
         raise pytest.UsageError(str(exc)) from None

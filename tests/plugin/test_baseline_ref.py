@@ -33,7 +33,8 @@ def test_lowered_working_tree_baseline_still_fails_the_regressed_checkpoint(pyte
     git(pytester.path, "add", "-A")
     git(pytester.path, "commit", "-q", "-m", "baselines")
     # the change under review lowers the bar to the regressed checkpoint's own scores: against it, it would pass
-    run_gate(pytester, bad_model, "--snapshot-update").assert_outcomes(passed=1)
+    run_gate(pytester, bad_model, "--snapshot-update", f"--accept-regression=probe/{TASK}:acc",
+             f"--accept-regression=probe/{TASK}:acc:disagree", "--accept-reason=lowered").assert_outcomes(passed=1)
     run_gate(pytester, bad_model).assert_outcomes(passed=1)
 
     md, html, results = (pytester.path / name for name in ("gate.md", "gate.html", "results.json"))
