@@ -1,1 +1,1 @@
-"""Task engine (layer 1, docs/architecture.md): lm-eval YAML → TaskConfig → documents → requests; no models, no metrics."""
+"""Task engine (layer 1, docs/architecture.md): lm-eval YAML → TaskConfig → documents → requests; no model, no metric."""
