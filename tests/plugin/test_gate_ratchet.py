@@ -119,3 +119,26 @@ def test_a_malformed_acceptance_is_a_usage_error_naming_it(releases, value):
     result = gate(releases, 1, "--snapshot-update", f"--accept-regression={value}", "--accept-reason=why")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--accept-regression='{value}': expected*"])
+
+
+def test_early_stop_and_a_merge_compare_each_entry_with_its_anchor(releases, capsys):
+    """Release 3 is within the band of release 2's values; only the entries' anchors (release 1's recording, kept
+    in the ratcheted file) show its c0 and c2 regressions. An early stop and a shard's merge must see them too."""
+    from pytest_modelbench.__main__ import main
+
+    gate(releases, 1, "--snapshot-update").assert_outcomes(passed=1)
+    gate(releases, 2, "--snapshot-update").assert_outcomes(passed=1)
+    assert "ratchet" in stored(releases)
+
+    early = gate(releases, 3, "--early-stop")
+    early.assert_outcomes(failed=1)
+    early.stdout.fnmatch_lines(["*acc*c0*0.6867*regressed*", "*acc*c2*0.6900*regressed*"])
+
+    record = releases.path / "shard.json"
+    gate(releases, 3, "--shard=1/1", f"--run-record={record}").assert_outcomes(failed=1)
+    capsys.readouterr()
+    assert main(["merge", str(record), f"--results-json={releases.path / 'merged.json'}", "--",
+                 "--gate-margin=0.03"]) == 1
+    entries = json.loads((releases.path / "merged.json").read_text())["gate"][KEY]
+    assert entries["status"] == "regressed"
+    assert "c0" in capsys.readouterr().out  # the merge names the regressed entry
