@@ -22,7 +22,9 @@ from pytest_modelbench.gate.compare import Entry, TaskComparison
 from pytest_modelbench.gate.verdict import Verdict
 
 ACCEPT_OPTION = "--accept-regression"
-_ACCEPT_RE = re.compile(r"^(?P<task>[^/:\s]+/[^:\s]+):(?P<metric>[^:\s]+)(?::(?P<category>[^:]+))?$")
+# '<suite>/<task>', or a bundle member's '<suite>/<group>::<member>' (tasks/groups.py)
+_ACCEPT_RE = re.compile(
+    r"^(?P<task>[^/:\s]+/[^:\s]+(?:::[^:\s]+)*):(?P<metric>[^:\s]+)(?::(?P<category>[^:]+))?$")
 
 
 class AcceptanceError(ValueError):
@@ -31,7 +33,8 @@ class AcceptanceError(ValueError):
 
 @dataclass(frozen=True)
 class AcceptedRegression:
-    """One entry whose regression --accept-regression accepts: '<suite>/<task>:<metric>[:<category>]'."""
+    """One entry whose regression --accept-regression accepts: '<suite>/<task>:<metric>[:<category>]', where a
+    bundle member's task is '<group>::<member>'."""
 
     task: str  # '<suite>/<task>'
     metric: str

@@ -108,7 +108,7 @@ def test_reset_and_older_files():
     assert reset.ratchet.reset == ("2026-02-01", "re-baseline required: data changed")
 
 
-@pytest.mark.parametrize("value", ["probe:acc", "suite/probe", "suite/probe:", "suite/probe:acc:c0:extra", ""])
+@pytest.mark.parametrize("value", ["probe:acc", "suite/probe", "suite/probe:", "suite/probe:acc:c0:extra", "suite/g:::m:acc", ""])
 def test_a_malformed_acceptance_is_an_option_error_naming_it(tmp_path, value):
     with pytest.raises(GateOptionError, match="--accept-regression="):
         checked_policy(baselines_dir=tmp_path, baseline_name="default", overrides={}, error_control="session",
@@ -127,6 +127,12 @@ def test_an_acceptance_needs_an_update_and_a_reason(tmp_path, update, accepted, 
                        update=update, update_new_only=False, score_only=False, baseline_ref=None,
                        accepted=accepted, accept_reason=reason)
     assert parse_acceptance("suite/probe:acc") == AcceptedRegression("suite/probe", "acc", None)
+
+
+def test_a_bundle_member_can_be_named():
+    assert parse_acceptance("bias/crows::crows_pairs_french:pct_stereotype:age") == AcceptedRegression(
+        "bias/crows::crows_pairs_french", "pct_stereotype", "age")
+    assert parse_acceptance("bias/crows::fr:acc") == AcceptedRegression("bias/crows::fr", "acc", None)
 
 
 @pytest.mark.parametrize("edit, message", [
