@@ -1,7 +1,8 @@
 """The documents that moved most between a stored baseline and the candidate, per category, with their text.
 
 For a person reviewing a gate verdict (the HTML report): which prompts changed outcome. Documents are paired by
-their hash, as the gate pairs them. A document ranks by how many of its 0/1 outcomes flipped (for a bias pair: its
+their hash, as the gate pairs them, and compared with the values of the recording their category's entry is anchored
+to (gate/ratchet.py), as the gate compares them. A document ranks by how many of its 0/1 outcomes flipped (for a bias pair: its
 preference), then by the summed absolute change of its continuous values (for bleu, chrf and ter: of the sentence
 statistics they store per document, reported as lists; likewise a process_results list value); documents that did not
 move are left out. A value "moved" when it reads differently at the precision the report prints (`format_value`, 4
@@ -43,8 +44,10 @@ def most_changed(
         if j is None:
             continue
         changes, flips, shift = {}, 0.0, 0.0
+        category = candidate.doc_categories[i]
         for metric in candidate.row_metrics:
-            before, after = baseline.values[metric.name][j], candidate.values[metric.name][i]
+            reference = baseline.reference_values(metric.name, category)  # the entry's anchor (gate/ratchet.py)
+            before, after = reference[metric.name][j], candidate.values[metric.name][i]
             if format_value(before.tolist()) == format_value(after.tolist()):
                 continue
             changes[metric.name] = {"baseline": before.tolist(), "candidate": after.tolist(), "flipped": metric.binary}
@@ -55,7 +58,7 @@ def most_changed(
             else:  # a list value (IFEval's per-instruction outcomes) of another length: changed whole
                 shift += float(np.sum(np.abs(after)) + np.sum(np.abs(before)))
         if changes:
-            ranked.setdefault(candidate.doc_categories[i], []).append(((flips, shift), _described(document, changes)))
+            ranked.setdefault(category, []).append(((flips, shift), _described(document, changes)))
     found = []
     for category in sorted(ranked, key=lambda c: (c is not None, c or "")):
         rows = sorted(ranked[category], key=lambda pair: pair[0], reverse=True)[:per_category]
