@@ -113,7 +113,7 @@ class GateResult:
             "baseline_provenance": self.baseline_provenance, "n_documents": self.n_documents, "alpha": self.alpha,
             "gated_tasks": self.tasks, "weight": self.weight, "total_weight": self.total_weight, "level": self.level,
             "entries": self.entries, "baseline_ref": self.baseline_ref,
-            "working_tree_differs": self.working_tree_differs,
+            "working_tree_differs": self.working_tree_differs, "references": self.references,
         }
 
     def entries_with(self, verdict: str) -> list[dict[str, Any]]:

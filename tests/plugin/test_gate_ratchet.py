@@ -83,10 +83,12 @@ def test_three_releases_raise_c1_keep_c0_c2_and_lower_only_what_is_accepted(rele
     first = stored(releases)
     assert "ratchet" not in first  # a first recording has no anchors to keep
 
-    second = gate(releases, 2, "--snapshot-update")
+    second = gate(releases, 2, "--snapshot-update", "--results-json=second.json")
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines(["*acc [[]c0]: kept at 0.6867 (accepts no change; this run -0.0400 against its anchor*",
                                  "*acc [[]c1]: raised 0.5000 → 0.6000 (accepts +0.1000)*"])
+    references = json.loads((releases.path / "second.json").read_text())["gate"][KEY]["references"]
+    assert any(line.startswith("acc [c1]: raised 0.5000 → 0.6000") for line in references), references
     anchors = {a["category"]: a for a in stored(releases)["ratchet"]["entries"]}
     assert anchors["c1"]["recording"] == stored(releases)["ratchet"]["recording"]
     assert anchors["c0"]["recording"] == anchors["c2"]["recording"] != anchors["c1"]["recording"]
