@@ -111,8 +111,8 @@ class RecordedOutputs:
     def from_json(cls, raw: Any, record: str) -> "RecordedOutputs":
         """A record's `outputs` value; RescoreError naming the record and the key of anything malformed."""
         if not isinstance(raw, dict):
-            raise RescoreError(f"{record}: holds no model outputs to re-score (key 'outputs'); it was written by a "
-                               "pytest-modelbench without --rescore-from: record the run again with --run-record")
+            raise RescoreError(f"{record}: holds no model outputs to re-score (key 'outputs'): its run scored no "
+                               "task, or an older pytest-modelbench wrote it; record the run again with --run-record")
         try:
             info = BackendInfo(**raw.get("backend"))
         except TypeError:
