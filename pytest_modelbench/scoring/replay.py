@@ -209,10 +209,10 @@ def _difference(prepared, digests: Sequence[tuple[str, str]], variant: RecordedT
 
 
 def _recorded_task(raw: Any, record: str, where: str) -> RecordedTask:
-    if not isinstance(raw, dict) or raw.get("output_type") not in OUTPUT_KINDS:
+    output_type = raw.get("output_type") if isinstance(raw, dict) else None
+    if not isinstance(output_type, str) or output_type not in OUTPUT_KINDS:
         raise RescoreError(f"{record}: key '{where}' must hold an output_type ({', '.join(OUTPUT_KINDS)}) and "
                            "documents")
-    output_type = raw["output_type"]
     documents = {}
     for index, entry in enumerate(_list(raw.get("documents"), record, f"{where}.documents")):
         shape = isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], int) \

@@ -9,11 +9,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import strategies as st
 
 from pytest_modelbench.scoring.backend import BackendInfo
 from pytest_modelbench.scoring.replay import RecordedOutputs, ReplayBackend, RescoreError, task_key, task_outputs
 from pytest_modelbench.tasks.generation_settings import GenerationSettings
 from pytest_modelbench.tasks.requests import DocumentRequests
+from tests.unit.test_parser_properties import JSON_VALUES, _paths, run_property
 
 ROOT = Path("/project")
 INFO = BackendInfo("m", "weights:1", "causal", "float32", "cpu", {"add_bos_token": True})
@@ -101,3 +103,28 @@ def test_outputs_of_two_backends_are_not_joined():
     other = RecordedOutputs(BackendInfo("m", "weights:2", "causal", "float32", "cpu"), {})
     with pytest.raises(RescoreError, match="shard-2.json: its outputs are from another backend"):
         first.joined(other, "shard-2.json")
+
+
+def test_recorded_outputs_with_any_value_anywhere_are_read_or_refused_by_name():
+    """A record's outputs with any one value replaced by any JSON value read, or are a RescoreError naming the
+    record: never another error (a sealed record is ours, but its reader is the last line against a damaged one)."""
+    task = prepared("loglikelihood", continuations=(" yes",))
+    outputs = {"backend": INFO.__dict__, "tasks": {task_key(task.config, ROOT): [
+        task_outputs(task, [[-1.5], [-2.0], [-0.25]], None, [True, False, True])]}}
+    outputs = json.loads(json.dumps(outputs))
+    paths = [path for path in _paths(outputs) if path]
+
+    def check(drawn):
+        index, value = drawn
+        changed = json.loads(json.dumps(outputs))
+        *parents, last = paths[index % len(paths)]
+        holder = changed
+        for step in parents:
+            holder = holder[step]
+        holder[last] = value
+        try:
+            RecordedOutputs.from_json(changed, "run.json")
+        except RescoreError as exc:
+            assert str(exc).startswith("run.json: ")
+
+    run_property(1000, st.tuples(st.integers(min_value=0), JSON_VALUES), check)
