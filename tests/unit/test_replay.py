@@ -98,6 +98,16 @@ def test_malformed_outputs_are_one_error_naming_the_record_and_key(raw, key):
     assert str(caught.value).startswith("run.json: ") and f"'{key}'" in str(caught.value)
 
 
+def test_two_shards_outputs_joined_answer_both_shards_tasks():
+    first, second = prepared("multiple_choice"), prepared("multiple_choice")
+    second.config.task = "u"
+    records = [RecordedOutputs.from_json({"backend": INFO.__dict__, "tasks": {task_key(task.config, ROOT): [
+        task_outputs(task, [[-1.0 - k, -2.0]] * 3, None, None)]}}, f"shard-{k}.json")
+        for k, task in enumerate((first, second), start=1)]
+    backend = ReplayBackend(records[0].joined(records[1], "shard-2.json"), ROOT)
+    assert backend.score_task(first) == [-2.0, -2.0] * 3 and backend.score_task(second) == [-3.0, -2.0] * 3
+
+
 def test_outputs_of_two_backends_are_not_joined():
     first = RecordedOutputs(INFO, {})
     other = RecordedOutputs(BackendInfo("m", "weights:2", "causal", "float32", "cpu"), {})
