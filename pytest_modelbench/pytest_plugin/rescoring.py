@@ -106,7 +106,6 @@ def _difference(config: pytest.Config, runner: BenchRunner, record: RunRecord) -
     return None
 
 
-
 def _mapping(value: Any) -> dict[str, Any]:
     """A record's section as written (a sealed record's are objects); anything else reads as empty, so differs."""
     return value if isinstance(value, dict) else {}
