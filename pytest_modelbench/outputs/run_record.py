@@ -9,6 +9,7 @@ gate compared with the stored baseline, as the baseline store writes it), the ta
 found and its exit status; sealed with a digest of its content and, with MODELBENCH_RECORD_KEY, a signature
 (outputs/record_integrity.py). Reading a record checks its seal and every key's type, and names the record and the
 key of anything wrong; the merge of the records into one verdict is outputs/record_merge.py.
+It also holds the model's outputs of each task it scored (`outputs`), which --rescore-from replays (scoring/replay.py).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class RunRecord:
     custom_tests: tuple[str, ...]
     unused: tuple[str, ...]  # unused baselines, as shown (relative to the rootdir)
     run_config: Mapping[str, Any]
+    outputs: Mapping[str, Any] | None = None  # the model's outputs per task, for --rescore-from (scoring/replay.py)
 
     @property
     def name(self) -> str:
@@ -80,9 +82,10 @@ def session_id(session: Mapping[str, Any]) -> str:
 def record_text(*, shard: Shard, session: Mapping[str, Any], tasks: Mapping[str, str], exit_status: int,
                 results: Iterable[GateResult], evidence: Mapping[str, Mapping[str, Any]], outcomes: Mapping[str, str],
                 scores: Iterable[Mapping[str, Any]], custom_tests: Iterable[str], unused: Iterable[str],
-                run_config: Mapping[str, Any]) -> str:
+                run_config: Mapping[str, Any], outputs: Mapping[str, Any] | None = None) -> str:
     """The record's text, sealed (signed with MODELBENCH_RECORD_KEY when it is set). `evidence`: each gated item's
-    candidate record and, for metrics aggregated over the documents, its documents, by node id."""
+    candidate record and, for metrics aggregated over the documents, its documents, by node id. `outputs`: the
+    model's outputs of the tasks scored (scoring/replay.py), for --rescore-from."""
     document = {
         "format": FORMAT, "shard": {"index": shard.index, "count": shard.count}, "session_id": session_id(session),
         "session": session, "tasks": dict(sorted(tasks.items())), "items": dict(sorted(outcomes.items())),
@@ -94,6 +97,8 @@ def record_text(*, shard: Shard, session: Mapping[str, Any], tasks: Mapping[str,
         "scores": sorted(scores, key=lambda s: s["key"]), "custom_tests": sorted(custom_tests),
         "unused": sorted(unused), "run_config": run_config,
     }
+    if outputs is not None:
+        document["outputs"] = outputs
     return json_text(sealed(document, record_key()))
 
 
@@ -199,5 +204,5 @@ def _record(path: Path, raw: dict[str, Any]) -> RunRecord:
         path=path, shard=shard, session=session, tasks=_strings(raw, "tasks"), outcomes=outcomes,
         exit_status=_get(raw, "exit_status", int, ""), results=tuple(results), scores=tuple(scores),
         custom_tests=tuple(_list_of(raw, "custom_tests", str)), unused=tuple(_list_of(raw, "unused", str)),
-        run_config=_get(raw, "run_config", dict, ""),
+        run_config=_get(raw, "run_config", dict, ""), outputs=raw.get("outputs"),
     )

@@ -13,7 +13,9 @@ import pytest
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.metrics.group_scores import gated_members
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
-from pytest_modelbench.pytest_plugin import cli_options, fixtures, gate_options, inspection, recording, shards
+from pytest_modelbench.pytest_plugin import (
+    cli_options, fixtures, gate_options, inspection, recording, rescoring, shards,
+)
 from pytest_modelbench.pytest_plugin import gate_hooks as gate
 from pytest_modelbench.pytest_plugin.refusals import format_refusals
 from pytest_modelbench.pytest_plugin.results_gathering import GatheredResults
@@ -77,6 +79,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     inspection.add_options(group)  # --show-prompts, --list-tasks
     shards.add_options(group)  # --shard
     recording.add_options(group)  # --run-record
+    rescoring.add_options(group)  # --rescore-from
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -119,6 +122,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ),
         progress_sink=progress_sink(config),
     )
+    rescoring.configure(config, config.stash[RUNNER_KEY])  # --rescore-from: tasks answered from run records
     gathered = config.stash[GATHERED_KEY] = GatheredResults(config.stash[RUNNER_KEY], config.getoption("--log-samples"))
     config.pluginmanager.register(gathered, "modelbench-results")  # every worker's tasks reach the controller
     inspection.configure(config, config.stash[RUNNER_KEY].options)

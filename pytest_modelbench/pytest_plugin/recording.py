@@ -3,12 +3,15 @@
 plugin.py calls `note_session` (pytest_collection_modifyitems, after the gate counted the session's gated items and
 before --shard keeps one shard's items, shards.py) and `note_tasks` (after it). `RunRecorder` (registered when
 --run-record is given) writes the record when the session ends; `python -m pytest_modelbench merge` judges the
-records as one session.
+records as one session. The record also holds the model's outputs of every task the run scored (scoring/replay.py),
+which `pytest --rescore-from RECORD` (rescoring.py) re-scores without the model.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +25,13 @@ from pytest_modelbench.pytest_plugin.shards import SHARD_KEY
 from pytest_modelbench.pytest_plugin.stash_keys import GATHERED_KEY, RUNNER_KEY
 from pytest_modelbench.outputs.results import run_config
 from pytest_modelbench.outputs.run_record import record_text
+from pytest_modelbench.run.evaluation import TaskEvaluation
+from pytest_modelbench.scoring.replay import task_key, task_outputs
 
 RECORDER_KEY = pytest.StashKey["RunRecorder"]()
 _WORKER_OUTPUT_KEY = "modelbench_run_record"
 _EVIDENCE_ATTRIBUTE = "modelbench_gate_evidence"
+_OUTPUTS_ATTRIBUTE = "modelbench_model_outputs"
 _OUTCOME_RANK = {"passed": 0, "skipped": 1, "failed": 2}  # an item's outcome: the worst of its phases'
 
 
@@ -66,6 +72,10 @@ class RunRecorder:
         self.tasks: dict[str, str] = {}  # the gated tasks this shard runs: key → node id
         self.outcomes: dict[str, str] = {}  # every item run: node id → passed | failed | skipped
         self.evidence: dict[str, dict[str, Any]] = {}  # node id → its evidence (gate_hooks.py)
+        # the model's outputs of every task scored, for --rescore-from (scoring/replay.py): task key → its variants
+        self.outputs: dict[str, list[dict[str, Any]]] = {}
+        self.backend: dict[str, Any] | None = None  # the backend that gave them, as it describes itself
+        self._reported = 0  # how many of this process's evaluations (runner.evaluations, in order) were reported
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
@@ -77,7 +87,25 @@ class RunRecorder:
                         "documents": None if documents is None else documents_json(documents)}
             # pytest-xdist sends it to the controller with the report
             setattr(report, _EVIDENCE_ATTRIBUTE, json.dumps(evidence, ensure_ascii=False))
+        outputs = self._new_outputs(item)
+        if outputs is not None:
+            setattr(report, _OUTPUTS_ATTRIBUTE, json.dumps(outputs, ensure_ascii=False))
         return report
+
+    def _new_outputs(self, item: pytest.Item) -> dict[str, Any] | None:
+        """The model's outputs of the tasks scored since the last report (a task's first evaluation stands, as in
+        results_gathering.py), with the backend's description; None when there are none."""
+        runner = item.config.stash[RUNNER_KEY]
+        evaluations = runner.evaluations
+        new = list(islice(reversed(evaluations.values()), len(evaluations) - self._reported))[::-1]
+        self._reported = len(evaluations)
+        scored = [e for e in new if isinstance(e, TaskEvaluation)]  # a group's leaves are there on their own
+        if not scored:
+            return None
+        root = item.config.rootpath
+        return {"backend": dataclasses.asdict(runner.backend().describe()),
+                "tasks": [[task_key(e.prepared.config, root), task_outputs(e.prepared, e.loglikelihoods,
+                                                                           e.generations, e.greedy)] for e in scored]}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         before = self.outcomes.get(report.nodeid, "passed")
@@ -85,6 +113,14 @@ class RunRecorder:
         text = getattr(report, _EVIDENCE_ATTRIBUTE, None)
         if text is not None:
             self.evidence[report.nodeid] = json.loads(text)
+        text = getattr(report, _OUTPUTS_ATTRIBUTE, None)
+        if text is not None:
+            outputs = json.loads(text)
+            self.backend = outputs["backend"]
+            for key, variant in outputs["tasks"]:
+                variants = self.outputs.setdefault(key, [])
+                if variant not in variants:  # one task scored by two workers, or by a task and a group
+                    variants.append(variant)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -111,6 +147,7 @@ class RunRecorder:
             scores=config.stash[GATHERED_KEY].tasks(),
             custom_tests=decision.custom_tests, unused=[gate_session.store.display(p) for p in decision.unused],
             run_config=run_config(config.stash[RUNNER_KEY].options),
+            outputs=None if self.backend is None else {"backend": self.backend, "tasks": self.outputs},
         )
         cli_options.write_output(session, "--run-record", self.path, text)
 

@@ -108,6 +108,12 @@ class BenchRunner:
                 raise
         return self._backend
 
+    def replay(self, backend: Backend) -> None:
+        """--rescore-from: every task is answered by `backend` (scoring/replay.py), and no model is ever loaded."""
+        self._backend = backend
+        self._load_error = ModelLoadError("--rescore-from answers from a run record and loads no model; run without "
+                                          "it for what needs the model (--noise-floor, --apply-chat-template)")
+
     def evaluate(self, config: TaskConfig, identity: TaskId, early_stop: "EarlyStop | None" = None) -> TaskEvaluation:
         """The task's evaluation, scored once per session: a task reached through its file and through groups is
         scored the first time and reused after (the same file and config; a group's overrides make another).
