@@ -71,10 +71,12 @@ def checked_gate_block(gate: Any, path: Path) -> dict[str, Any]:
     return gate
 
 
-def check_metric_block(block: Any, metric_names: set[str], task_code_metrics: set[str], path: Path) -> None:
+def check_metric_block(block: Any, metric_names: set[str], task_code_metrics: set[str], path: Path,
+                       in_group: bool = False) -> None:
     """`modelbench.gate.metrics`: margins for metrics the task scores (`metric_names`) or derives from them, and an
     ideal point for those its own code computes (`task_code_metrics`: process_results', a `metric: !function`): their
-    direction is otherwise only lm-eval's higher_is_better, while a registered metric's comes from the registry."""
+    direction is otherwise only lm-eval's higher_is_better, while a registered metric's comes from the registry.
+    `in_group`: a group file's block (`metric_names`: its aggregate_metric_list), which sets no ideal point."""
     if block is None:
         return
     metric_names = metric_names | set(derived_metric_names(metric_names))
@@ -83,15 +85,19 @@ def check_metric_block(block: Any, metric_names: set[str], task_code_metrics: se
     for name, margins in block.items():
         if name not in metric_names:
             raise TaskConfigError(
-                f"{path}: key 'modelbench.gate.metrics.{name}': no metric '{name}' in metric_list or derived from it "
-                f"({', '.join(sorted(metric_names))})"
+                f"{path}: key 'modelbench.gate.metrics.{name}': no metric '{name}' in "
+                f"{'aggregate_metric_list' if in_group else 'metric_list'} or derived from it "
+                f"({', '.join(sorted(metric_names)) or 'none'})"
             )
         if not isinstance(margins, dict) or not margins or set(margins) - _METRIC_KEYS:
             raise TaskConfigError(
                 f"{path}: key 'modelbench.gate.metrics.{name}' may only hold {sorted(_METRIC_KEYS)}"
             )
         for key, value in margins.items():
-            if key == "ideal":
+            if key == "ideal" and in_group:
+                problem = (f"belongs in the task files that compute '{name}': a group's metric is gated in the "
+                           "direction its tasks give it")
+            elif key == "ideal":
                 problem = _ideal_problem(name, value, task_code_metrics)
             else:
                 problem = gate_value_problem(key, value)

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 
 from pytest_modelbench.errors import ModelbenchError, TaskConfigError
 from pytest_modelbench.tasks.config import TaskConfig, load_task_config
-from pytest_modelbench.tasks.gate_block import GateTolerance, checked_gate_block
+from pytest_modelbench.tasks.gate_block import GateTolerance, check_metric_block, checked_gate_block
 from pytest_modelbench.tasks.identity import TaskId, identify
 from pytest_modelbench.tasks.yaml_loader import FunctionRef, load_merged_yaml, read_yaml_file
 
@@ -132,14 +132,15 @@ def load_group_config(path: Path) -> GroupConfig:
     alias = raw.get("group_alias")
     if alias is not None and not isinstance(alias, str):
         raise TaskConfigError(f"{path}: key 'group_alias' must be a string")
+    aggregate_metrics = _aggregate_metrics(raw.get("aggregate_metric_list"), path)
     return GroupConfig(
         group=name,
         source=path,
         members=tuple(parsed),
-        aggregate_metrics=_aggregate_metrics(raw.get("aggregate_metric_list"), path),
+        aggregate_metrics=aggregate_metrics,
         alias=alias,
         version=metadata.get("version", "N/A") if isinstance(metadata, dict) else "N/A",
-        gate=_gate(raw.get("modelbench"), path),
+        gate=_gate(raw.get("modelbench"), path, aggregate_metrics),
         config_hash=_hash({k: v for k, v in raw.items() if k not in ("group_alias", "modelbench")}),
         overrides={k: v for k, v in raw.items() if k not in _GROUP_KEYS},
     )
@@ -175,8 +176,8 @@ def _aggregate_metrics(raw: Any, path: Path) -> tuple[AggregateMetric, ...]:
     return tuple(metrics)
 
 
-def _gate(modelbench: Any, path: Path) -> GateTolerance:
-    """A group's `modelbench.gate` block: margins and alpha as in a task file."""
+def _gate(modelbench: Any, path: Path, aggregate_metrics: tuple[AggregateMetric, ...]) -> GateTolerance:
+    """A group's `modelbench.gate` block: margins and alpha as in a task file, for the metrics it aggregates."""
     if modelbench is None:
         return GateTolerance()
     if not isinstance(modelbench, dict) or set(modelbench) - {"gate"}:
@@ -185,6 +186,7 @@ def _gate(modelbench: Any, path: Path) -> GateTolerance:
     if "cluster" in gate:
         raise TaskConfigError(f"{path}: key 'modelbench.gate.cluster' belongs in a task file: a group's documents "
                               "keep the clusters their tasks declare")
+    check_metric_block(gate.get("metrics"), {spec.metric for spec in aggregate_metrics}, set(), path, in_group=True)
     return GateTolerance(**{**gate, "metrics": gate.get("metrics") or {}})
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from pytest_modelbench.errors import TaskConfigError
 from pytest_modelbench.tasks.config import is_task_file, load_task_config
+from pytest_modelbench.tasks.groups import load_group_config
 
 BASE = """
 tag: arc_challenge_mt
@@ -186,6 +187,22 @@ def test_gate_block_with_margins_per_metric(tmp_path):
         text = BASE + "modelbench:\n  gate:\n    metrics:\n" + block
         with pytest.raises(TaskConfigError, match=message):
             load_task_config(write(tmp_path, "bad.yaml", text))
+
+
+def test_group_gate_block_names_only_aggregated_metrics_and_sets_no_ideal_point(tmp_path):
+    group = "group: g\ntask: [t]\naggregate_metric_list:\n  - metric: acc\nmodelbench:\n  gate:\n    metrics:\n"
+    config = load_group_config(write(tmp_path, "g.yaml", group + "      acc: {absolute_margin: 0.02}\n"))
+    assert config.gate.metrics == {"acc": {"absolute_margin": 0.02}}
+    bad = {
+        "      acc_norm: {absolute_margin: 0.02}\n": r"bad.yaml: key 'modelbench.gate.metrics.acc_norm': no metric "
+                                                  r"'acc_norm' in aggregate_metric_list or derived from it \(acc\)",
+        "      acc: {ideal: 0.5}\n": r"bad.yaml: key 'modelbench.gate.metrics.acc.ideal' belongs in the task files "
+                                  r"that compute 'acc'",
+        "      bias_score: {ideal: 0}\n": r"bad.yaml: key 'modelbench.gate.metrics.bias_score': no metric",
+    }
+    for block, message in bad.items():
+        with pytest.raises(TaskConfigError, match=message):
+            load_group_config(write(tmp_path, "bad.yaml", group + block))
 
 
 def test_is_task_file(tmp_path):

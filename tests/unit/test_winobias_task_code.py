@@ -144,3 +144,21 @@ def test_the_mirror_joins_the_two_files_under_one_header_and_refuses_a_different
     (folder / "type_2.csv").write_text("template,pro,anti,type\n")
     with pytest.raises(SystemExit, match="type_2.csv: header 'template,pro,anti,type' differs from"):
         mirror_script.winobias_lines(tmp_path)
+
+
+@pytest.mark.parametrize("task", ["winobias_pairs", "winobias_coreference"])
+def test_the_committed_default_model_baselines_are_comparable(data_mirror, task):
+    """baselines/default/winobias/<task>.json must still match the task's YAML and the data: a change to either fails
+    here until they are recorded again (docs/bias-suite.md, "WinoBias")."""
+    from pytest_modelbench.gate.baseline_file import parse
+    from pytest_modelbench.tasks.config import load_task_config
+    from pytest_modelbench.tasks.task import prepare_task
+
+    prepared = prepare_task(load_task_config(REPO / "suites" / "winobias" / f"{task}.yaml", allow_task_code=True),
+                            data_dir=data_mirror)
+    path = REPO / "baselines" / "default" / "winobias" / f"{task}.json"
+    baseline = parse(path.read_text(encoding="utf-8"), path)
+    assert baseline.provenance.model == "smollm2-135m" and baseline.provenance.limit is None
+    assert baseline.provenance.task_config_hash == prepared.config.config_hash, f"re-baseline {task}"
+    assert baseline.provenance.data_fingerprint == prepared.data_fingerprint, f"re-baseline {task}"
+    assert len(baseline.doc_keys) == len(prepared.documents) == 1534
