@@ -17,6 +17,7 @@ from pytest_modelbench.outputs.gate_summary import (
     TASK_HEADER,
     baseline_ref_lines,
     error_rate_line,
+    integrity_lines,
     pooled_rows,
     summary_counts,
     task_row,
@@ -57,6 +58,10 @@ def markdown(results: Sequence[GateResult], baseline_name: str, outcome: Session
         lines += ["", "| " + " | ".join(TASK_HEADER) + " |", "|" + "---|" * len(TASK_HEADER)]
         lines += ["| " + " | ".join(_md_escape(c) for c in task_row(r)) + " |" for r in results]
         lines += ["", _md_escape(COLUMNS_NOTE)]
+        runs = [line for result in results for line in integrity_lines(result)]
+        if runs:
+            lines += ["", "The runs (error: the run, not the model, is at fault; nothing of it was judged):", "",
+                      *(f"- {_md_escape(line.strip())}" for line in runs)]
         if pooled:
             lines += ["", "| " + " | ".join(POOLED_HEADER) + " |", "|" + "---|" * len(POOLED_HEADER)]
             lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in pooled_rows(pooled)]

@@ -18,6 +18,7 @@ from pytest_modelbench.outputs.gate_summary import (
     baseline_ref_lines,
     entry_label,
     error_rate_line,
+    integrity_lines,
     pooled_rows,
     summary_counts,
     task_row,
@@ -61,6 +62,9 @@ def terminal_lines(results: Sequence[GateResult], max_entries: int = 8, custom_t
     lines += format_table(TASK_HEADER, [task_row(r) for r in results])
     lines.append(COLUMNS_NOTE)
     lines += noise_lines(results)
+    runs = [line for result in results for line in integrity_lines(result)]
+    if runs:
+        lines += ["", "the runs (error: the run, not the model, is at fault; nothing of it was judged):", *runs]
     rebaselines = [r for r in results if r.status == STATUS_REBASELINE]
     if rebaselines:
         lines += ["", f"{len(rebaselines)} task(s) not compared: their settings differ from the baseline's. "
