@@ -21,9 +21,10 @@ from pytest_modelbench.gate.result import STATUS_COMPARED, STATUS_ERROR, GateRes
 from pytest_modelbench.gate.verdict import Verdict
 
 EXIT_STATUS_FAIL = 1  # pytest's "tests failed"; syrupy's for unused baselines
-# Every failure is a task in `error` (gate/integrity.py: the run, not the model). Past pytest's own 0-5 and the
-# merge's refusal (4, as pytest's usage error): a CI job can tell "re-run" from "the model got worse".
-EXIT_STATUS_INTEGRITY = 6
+# Every failure is a task in `error` (gate/integrity.py: the run, not the model): a CI job can tell "re-run" from
+# "the model got worse". Past pytest's own 0-5 and the merge's refusal (4, as pytest's usage error), and odd: syrupy's
+# sessionfinish ORs pytest's status (1, the failed items) into the one set here, which 6 would turn into 7.
+EXIT_STATUS_INTEGRITY = 7
 # pytest's exit statuses that say more than "a test failed" (5, no tests collected, fails nothing here)
 _PYTEST_STATUSES = {2: "interrupted", 3: "internal error", 4: "usage error"}
 _NAMED = 3  # node ids named in a reason before "and N more"
@@ -43,7 +44,7 @@ class SessionOutcome:
 
     @property
     def exit_status(self) -> int:
-        """0 passed; EXIT_STATUS_INTEGRITY when only runs failed (tasks in `error`); else EXIT_STATUS_FAIL (a
+        """0 passed; EXIT_STATUS_INTEGRITY (7) when only runs failed (tasks in `error`); else EXIT_STATUS_FAIL (a
         quality failure wins over an integrity one: the model got worse whatever else broke)."""
         if not self.failed:
             return 0

@@ -62,7 +62,7 @@ class MergedSession:
     def exit_status(self) -> int:
         """As the one process would exit: 1 when the decision's outcome fails (a task or test failed, recomputed here
         or as its record states; a suite's pooled entry regressed, judged here as no shard saw all of a suite's tasks;
-        a baseline is unused; a shard exited 1: a record's own status can raise the merge's, never lower it), 6 when
+        a baseline is unused; a shard exited 1: a record's own status can raise the merge's, never lower it), 7 when
         every failure is a task in `error` (the run, not the model), else 0. The reports head with the same
         outcome."""
         outcome = self.decision.outcome()

@@ -333,7 +333,7 @@ class GateSession:
         decision.pytest_status = int(session.exitstatus)
         outcome = decision.outcome()
         if outcome.failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-            session.exitstatus = outcome.exit_status  # 1, or 6 where only runs failed (gate/decision.py)
+            session.exitstatus = outcome.exit_status  # 1, or 7 where only runs failed (gate/decision.py)
         self._record_policy(int(session.exitstatus))
         junit = config.stash.get(junitxml.xml_key, None)
         if junit is not None:  # written by pytest's own sessionfinish, after this one
