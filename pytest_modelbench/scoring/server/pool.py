@@ -123,6 +123,8 @@ class ServerPool:
                         continue
                 if not state.started(batch):
                     continue  # answered already (a straggler's other copy)
+                if batch.failures:
+                    state.count_retry()  # a re-send after a transient failure
                 began = time.monotonic()
                 try:
                     values = request(server, self.models[server_index], batch.prompts)
@@ -136,7 +138,6 @@ class ServerPool:
                                          f"failed {batch.failures} times on {self.describe()})"))
                         return
                     if state.failed(batch):
-                        state.count_retry()
                         work.put(batch)
                     if failures > self.retries:
                         return
