@@ -173,8 +173,10 @@ def integrity_lines(result: GateResult) -> list[str]:
     lines = [f"{result.task}: {integrity['summary']}"]
     if result.status != STATUS_ERROR:
         return lines
-    lines += [f"  {category}: {counts['unscored']} of {counts['documents']} unscored, {counts['invalid_outputs']} "
-              "unparseable" for category, counts in integrity["by_category"].items()
+    parsed = integrity["invalid_outputs"] is not None  # the task has a parsing filter
+    lines += [f"  {category}: {counts['unscored']} of {counts['documents']} unscored"
+              + (f", {counts['invalid_outputs']} unparseable" if parsed else "")
+              for category, counts in integrity["by_category"].items()
               if counts["unscored"] or counts["invalid_outputs"]]
     lines += [f"  e.g. document {p['doc_id']}{_in(p['category'])}: unscored: {p['problem']}"
               for p in integrity["unscored_examples"]]
