@@ -126,8 +126,8 @@ def integrity_problems(integrity: TaskIntegrity, limits: IntegrityLimits, *, rec
         problems.append(f"{unscored} of {integrity.documents} documents unscored, and a baseline is recorded only "
                         "from a run that scored every document")
     elif unscored and unscored > limits.max_unscored * integrity.documents:
-        problems.append(f"{unscored} of {integrity.documents} documents unscored ({_share(unscored, integrity.documents)}"
-                        f", limit {_percent(limits.max_unscored)})")
+        problems.append(f"{unscored} of {integrity.documents} documents unscored "
+                        f"({_share(unscored, integrity.documents)}, limit {_percent(limits.max_unscored)})")
     if not recording:
         for category, total in sorted(integrity.categories.items()):
             count = sum(p.category == category for p in integrity.unscored)

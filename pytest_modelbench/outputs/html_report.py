@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from pytest_modelbench.gate.decision import SessionOutcome
 
 Z_95 = 1.959964  # two-sided 95% normal quantile: the interval drawn around each delta
-VERDICT_COLOURS = {"regressed": "#c5221f", "error": "#7b1fa2", "improved": "#188038", "inconclusive": "#e37400", "pass": "#1a73e8"}
+VERDICT_COLOURS = {"regressed": "#c5221f", "error": "#7b1fa2",  # error: the run, not the model
+                   "improved": "#188038", "inconclusive": "#e37400", "pass": "#1a73e8"}
 CHART_WIDTH, LABEL_WIDTH, VALUE_WIDTH, ROW_HEIGHT, AXIS_HEIGHT = 760, 170, 90, 22, 34
 
 STYLE = """

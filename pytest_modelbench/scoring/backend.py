@@ -36,8 +36,10 @@ place, in the list or through on_batch: its document is left unscored (never sco
 cached, and the task's integrity policy decides whether the rest is gated (docs/integrity.md). A document
 loglikelihoods backend returns `None` or `Unscored` for a whole document.
 - `retried_requests() -> int`: optional; how many requests the backend re-sent after a failure so far (a running
-  count): the task's report shows the difference over its scoring. A backend without the method of an output type cannot run those tasks (a
-ModelLoadError naming the task and the backend).
+  count): the task's report shows the difference over its scoring.
+
+A backend without the method of an output type cannot run those tasks (a ModelLoadError naming the task and the
+backend).
 
 The front (scoring/front.py) owns the rest: it builds the requests from a prepared task, keys and reads the score
 cache, reports progress, checks what came back (count, shape, kind, finiteness: a BackendResultError naming the
