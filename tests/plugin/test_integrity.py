@@ -10,10 +10,12 @@ import json
 import textwrap
 import xml.etree.ElementTree as ElementTree
 
+import jsonschema
 import pytest
 
 from pytest_modelbench.__main__ import main
 from pytest_modelbench.gate.decision import EXIT_STATUS_INTEGRITY
+from pytest_modelbench.outputs.results import RESULTS_SCHEMA
 
 # Knows every answer; a question listed in failing.json is a request it cannot score (as after a server's HTTP 500s).
 BACKEND = '''
@@ -137,7 +139,9 @@ def test_failed_requests_are_the_runs_error_and_the_rerun_scores_only_them(proje
 
     assert result.ret == EXIT_STATUS_INTEGRITY
     result.assert_outcomes(passed=1, failed=1)
-    gate = json.loads(out.read_text())["gate"]
+    document = json.loads(out.read_text())
+    jsonschema.validate(document, json.loads(RESULTS_SCHEMA.read_text()))
+    gate = document["gate"]
     assert gate["toy/healthy"]["status"] == "pass"  # still gated beside it
     flaky = gate["toy/flaky"]
     assert flaky["status"] == "error" and flaky["entries"] == []
@@ -147,7 +151,7 @@ def test_failed_requests_are_the_runs_error_and_the_rerun_scores_only_them(proje
                                      "g1": {"documents": 10, "unscored": 2, "invalid_outputs": 0}}
     assert counts["unscored_examples"][0] == {"doc_id": 0, "category": "g0",
                                               "problem": "HTTP 500 from the model server"}
-    assert json.loads(out.read_text())["outcome"]["exit_status"] == EXIT_STATUS_INTEGRITY
+    assert document["outcome"]["exit_status"] == EXIT_STATUS_INTEGRITY
     output = result.stdout.str()
     assert "error (the run, not the model): task 'toy/flaky': 4 of 20 documents unscored (20.0%, limit 1.0%)" \
         in output

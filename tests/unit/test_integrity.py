@@ -112,3 +112,16 @@ def test_a_session_whose_only_failures_are_runs_exits_7_and_a_quality_failure_wi
                                | failed_tests, pytest_status=1 if status else 0)
     assert decision.outcome().exit_status == status
     assert decision.outcome_json()["exit_status"] == status
+
+
+def test_limits_out_of_range_are_refused_naming_the_option_or_key(tmp_path):
+    from pytest_modelbench.errors import TaskConfigError
+    from pytest_modelbench.gate.policy import GateOptionError, checked_overrides
+    from pytest_modelbench.tasks.gate_block import checked_gate_block
+
+    with pytest.raises(GateOptionError, match=r"--max-unscored must be a share of the documents, between 0 and 1, "
+                                              r"got 2\.0"):
+        checked_overrides({"--max-unscored": 2.0})
+    assert checked_overrides({"--max-invalid": 0.5, "--max-unscored": None}) == {"max_invalid": 0.5}
+    with pytest.raises(TaskConfigError, match=r"t\.yaml: key 'modelbench\.gate\.max_invalid' must be a share"):
+        checked_gate_block({"max_invalid": -0.1}, tmp_path / "t.yaml")
