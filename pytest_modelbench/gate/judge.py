@@ -256,17 +256,24 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
         floor = outcome.baseline.noise_floor
         warnings = below_noise(outcome.comparison.entries, floor, binary_metrics(outcome.baseline))
     judgement.result.integrity = counted
-    if isinstance(judgement.failure, Regression) and any(e.metric == INVALID_OUTPUT
-                                                         for e in judgement.failure.comparison.regressed):
-        entry = next(e for e in judgement.failure.comparison.regressed if e.metric == INVALID_OUTPUT)
-        note = invalid_note(integrity, entry.baseline)
-        judgement.failure = dataclasses.replace(judgement.failure, invalid_note=note)
-        judgement.result.note = "; ".join(filter(None, [judgement.result.note, note]))
+    _say_why_invalid(judgement, integrity)
     if warnings:
         judgement.result.noise_warnings = [w.as_json() for w in warnings]
         judgement.result.noise_measured_with = floor.measured_with
         judgement.warning = warning_text(identity.key, warnings, floor.measured_with)
     return judgement
+
+
+def _say_why_invalid(judgement: Judgement, integrity: TaskIntegrity | None) -> None:
+    """A regressed invalid_output entry's failure and note say how many answers no filter could parse, with one."""
+    failure = judgement.failure
+    entry = next((e for e in failure.comparison.regressed if e.metric == INVALID_OUTPUT), None) \
+        if isinstance(failure, Regression) else None
+    if entry is None:
+        return
+    note = invalid_note(integrity, entry.baseline)
+    judgement.failure = dataclasses.replace(failure, invalid_note=note)
+    judgement.result.note = "; ".join(filter(None, [judgement.result.note, note]))
 
 
 def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggregates: Mapping[str, Any], *,
