@@ -135,7 +135,7 @@ def test_failed_requests_are_the_runs_error_and_the_rerun_scores_only_them(proje
     (project.path / "failing.json").write_text(json.dumps(failing))
     out, junit, record = (project.path / name for name in ("r.json", "junit.xml", "record.json"))
     result = run(project, "-k", "not letters", f"--results-json={out}", f"--junitxml={junit}",
-                 f"--run-record={record}")
+                 f"--run-record={record}", "--md-report=gate.md", "--html-report=gate.html")
 
     assert result.ret == EXIT_STATUS_INTEGRITY
     result.assert_outcomes(passed=1, failed=1)
@@ -156,6 +156,10 @@ def test_failed_requests_are_the_runs_error_and_the_rerun_scores_only_them(proje
     assert "error (the run, not the model): task 'toy/flaky': 4 of 20 documents unscored (20.0%, limit 1.0%)" \
         in output
     assert "toy/flaky: retried 0 requests, 4 of 20 documents unscored" in output
+    markdown, page = ((project.path / name).read_text() for name in ("gate.md", "gate.html"))
+    assert "| toy/flaky | error |" in markdown and ">error</span>" in page
+    for text in (markdown, page):  # every report: the outcome, the counts, a document
+        assert "retried 0 requests, 4 of 20 documents unscored" in text and "HTTP 500 from the model server" in text
     properties = {p.get("name") for p in ElementTree.parse(junit).iter("property")}
     assert "modelbench.gate-integrity" in properties
     assert main(["merge", str(record), "--", "-k", "not letters"]) == EXIT_STATUS_INTEGRITY  # as the run exited
