@@ -188,6 +188,11 @@ def test_a_limit_from_the_command_line_or_the_yaml_admits_a_few_unscored_documen
     yaml.write_text(yaml.read_text() + "  gate:\n    max_unscored: 0.1\n")
     run(project, "-k", "flaky", "--no-cache").assert_outcomes(passed=1)
     assert run(project, "-k", "flaky", "--no-cache", "--max-unscored=0").ret == EXIT_STATUS_INTEGRITY
+    # a baseline is recorded only from a run that scored every document, whatever the limit
+    baseline = next((project.path / "baselines").rglob("flaky.json"))
+    recorded = baseline.read_text()
+    assert run(project, "-k", "flaky", "--no-cache", "--snapshot-update").ret == EXIT_STATUS_INTEGRITY
+    assert baseline.read_text() == recorded
 
 
 def test_answers_that_stop_parsing_regress_the_invalid_output_entry_and_say_why(project):
