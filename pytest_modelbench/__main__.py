@@ -5,7 +5,8 @@ The merge collects the session here with PYTEST_ARGS (the shards' selection and 
 --shard and --run-record; pytest_plugin/merge_project.py), so the gate policy is this checkout's; it recomputes every verdict from
 the records' evidence (outputs/record_merge.py), prints the scores and the gate's summary as the one process
 would, writes the reports asked for, and exits as pytest would have (0 passed, 1 a task or test failed or a baseline
-is unused); records that cannot be merged exit 4 (as a pytest usage error) with one line naming them.
+is unused, 7 only runs failed: tasks in `error`, docs/integrity.md); records that cannot be merged exit 4 (as a
+pytest usage error) with one line naming them.
 """
 
 from __future__ import annotations

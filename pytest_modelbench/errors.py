@@ -40,6 +40,11 @@ class GateFailure(ModelbenchError):
     """A task regressed against its baseline; the message holds the category table."""
 
 
+class RunIntegrityError(ModelbenchError):
+    """A task whose run is over its integrity limits (gate/integrity.py): the run, not the model; the message holds the
+    counts and a few documents."""
+
+
 class BaselineError(ModelbenchError):
     """A stored baseline that is corrupt, or not comparable with the candidate run."""
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from pytest_modelbench.gate.provenance import Provenance, provenance_problems
 from pytest_modelbench.metrics.registry import Direction, Margin
+from pytest_modelbench.tasks.filters import INVALID_OUTPUT
 
 @dataclass(frozen=True)
 class MetricInfo:
@@ -222,6 +223,14 @@ def _summary(summary: Any) -> Summary:
     return Summary(summary.value, summary.stderr, int(summary.n))
 
 
+def _flag_summary(flags: np.ndarray) -> Summary:
+    """The mean of 0/1 values with lm-eval's stderr, as metrics/aggregate.py's MetricSummary."""
+    n = len(flags)
+    if n == 0:
+        return Summary(None, None, 0)
+    return Summary(float(np.mean(flags)), float(np.std(flags, ddof=1) / np.sqrt(n)) if n > 1 else None, n)
+
+
 def record_from_evaluation(
     evaluation: Any, *, suite: str, baseline_name: str, provenance: Provenance, tolerance: Tolerance
 ) -> BaselineRecord:
@@ -246,6 +255,17 @@ def record_from_evaluation(
             continue
         array = np.asarray(scores.per_document[metric.name], dtype=float)
         values[metric.name] = np.rint(array) if metric.binary else array
+    overall = {name: _summary(s) for name, s in scores.overall.items()}
+    categories = {category: {name: _summary(s) for name, s in block.items()}
+                  for category, block in scores.by_category.items()}
+    flags = getattr(getattr(evaluation, "integrity", None), "invalid_flags", None)
+    if flags is not None:  # gate/integrity.py: the share of answers no filter could parse, lower is better
+        metrics += (MetricInfo(INVALID_OUTPUT, "lower", None, True),)
+        values[INVALID_OUTPUT] = np.asarray(flags, dtype=float)
+        overall[INVALID_OUTPUT] = _flag_summary(values[INVALID_OUTPUT])
+        in_category = np.array([d.category for d in documents], dtype=object)
+        for category, block in categories.items():
+            block[INVALID_OUTPUT] = _flag_summary(values[INVALID_OUTPUT][in_category == category])
     return BaselineRecord(
         task=scores.task,
         suite=suite,
@@ -254,11 +274,8 @@ def record_from_evaluation(
         tolerance=tolerance,
         metrics=metrics,
         category_field=prepared.config.category_field,
-        overall={name: _summary(s) for name, s in scores.overall.items()},
-        categories={
-            category: {name: _summary(s) for name, s in block.items()}
-            for category, block in scores.by_category.items()
-        },
+        overall=overall,
+        categories=categories,
         doc_keys=keys,
         doc_ids=tuple(int(d.doc_id) for d in documents),
         doc_categories=tuple(d.category for d in documents),

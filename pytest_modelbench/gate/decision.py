@@ -17,10 +17,14 @@ from typing import Any, Callable, Sequence
 from pytest_modelbench.gate.early_stop_pooled import settle_pooled
 from pytest_modelbench.gate.evidence.pooling import PoolingStats
 from pytest_modelbench.gate.pooled import PooledEntry, suite_pooled_entries
-from pytest_modelbench.gate.result import STATUS_COMPARED, GateResult, sorted_results
+from pytest_modelbench.gate.result import STATUS_COMPARED, STATUS_ERROR, GateResult, sorted_results
 from pytest_modelbench.gate.verdict import Verdict
 
 EXIT_STATUS_FAIL = 1  # pytest's "tests failed"; syrupy's for unused baselines
+# Every failure is a task in `error` (gate/integrity.py: the run, not the model): a CI job can tell "re-run" from
+# "the model got worse". Past pytest's own 0-5 and the merge's refusal (4, as pytest's usage error), and odd: syrupy's
+# sessionfinish ORs pytest's status (1, the failed items) into the one set here, which 6 would turn into 7.
+EXIT_STATUS_INTEGRITY = 7
 # pytest's exit statuses that say more than "a test failed" (5, no tests collected, fails nothing here)
 _PYTEST_STATUSES = {2: "interrupted", 3: "internal error", 4: "usage error"}
 _NAMED = 3  # node ids named in a reason before "and N more"
@@ -32,10 +36,19 @@ class SessionOutcome:
     and by every report's headline (terminal summary, --md-report, --html-report, --results-json, --junitxml)."""
 
     reasons: tuple[str, ...] = ()  # why it failed; none: it passed
+    integrity_only: bool = False  # every failure is a task in `error` (the run, not the model)
 
     @property
     def failed(self) -> bool:
         return bool(self.reasons)
+
+    @property
+    def exit_status(self) -> int:
+        """0 passed; EXIT_STATUS_INTEGRITY (7) when only runs failed (tasks in `error`); else EXIT_STATUS_FAIL (a
+        quality failure wins over an integrity one: the model got worse whatever else broke)."""
+        if not self.failed:
+            return 0
+        return EXIT_STATUS_INTEGRITY if self.integrity_only else EXIT_STATUS_FAIL
 
     @property
     def status(self) -> str:
@@ -45,7 +58,7 @@ class SessionOutcome:
         return f"gate {self.status}" + (f": {'; '.join(self.reasons)}" if self.reasons else "")
 
     def as_json(self) -> dict[str, Any]:
-        return {"status": self.status, "reasons": list(self.reasons)}
+        return {"status": self.status, "reasons": list(self.reasons), "exit_status": self.exit_status}
 
 
 def _named(nodeids: Sequence[str]) -> str:
@@ -151,7 +164,10 @@ class SessionDecision:
             reasons.append(f"pytest: {_PYTEST_STATUSES[self.pytest_status]} (exit status {self.pytest_status})")
         elif self.pytest_status == 1 and not reasons:
             reasons.append("pytest exit status 1 (a test or check failed)")
-        return SessionOutcome(tuple(reasons))
+        errors = [r for r in failed_results if r.status == STATUS_ERROR]
+        integrity_only = bool(errors) and len(reasons) == 1 and len(errors) == len(failed_results) \
+            and not other_failures
+        return SessionOutcome(tuple(reasons), integrity_only)
 
     def outcome_json(self) -> dict[str, Any]:
         """The session's outcome for --results-json and --junitxml."""

@@ -7,6 +7,8 @@ layer fails the task with the error outputs/failure_messages.py renders from it.
 (`persist`, the pytest layer's --snapshot-update through syrupy); the judgement says what was written.
 
 Outcomes (without --score-only):
+  over its integrity limits              → `error` (the run, not the model; gate/integrity.py): fails with the counts
+                                           and a few documents, judges nothing and writes nothing.
   PASS, IMPROVED, INCONCLUSIVE entries   → passes; improvements and inconclusive entries (with their minimum
                                            detectable effect) are reported, never failed on.
   any REGRESSED entry                    → fails with the category table, worst first.
@@ -42,12 +44,16 @@ from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem
 from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import TaskComparison, compare
 from pytest_modelbench.gate.early_stop import EarlyStop, restricted
+from pytest_modelbench.gate.integrity import (
+    TaskIntegrity, comparable_candidate, examples, integrity_problems, invalid_note, limits_for, paired_baseline,
+)
 from pytest_modelbench.gate.noise_floor import NoiseWarning, below_noise, binary_metrics, measure, warning_text
 from pytest_modelbench.gate.policy import GatePolicy
 from pytest_modelbench.gate.provenance import provenance, stored_provenance
 from pytest_modelbench.gate.ratchet import RatchetUpdate, ratcheted, reset_record
 from pytest_modelbench.gate.result import (
     STATUS_CREATED,
+    STATUS_ERROR,
     STATUS_INVALID,
     STATUS_MISSING,
     STATUS_OFF,
@@ -57,6 +63,7 @@ from pytest_modelbench.gate.result import (
     score_rows,
 )
 from pytest_modelbench.gate.storage import BaselineStore
+from pytest_modelbench.tasks.filters import INVALID_OUTPUT
 from pytest_modelbench.tasks.identity import TaskId
 
 
@@ -76,6 +83,7 @@ class Regression:
     model: str
     baseline_model: str
     early_stop_note: str | None = None  # --early-stop: how the task was settled on the documents scored
+    invalid_note: str | None = None  # the invalid_output entry regressed: how many answers no filter could parse
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,17 @@ class BaselineProblem:
     message: str
 
 
-TaskFailure = Regression | RebaselineRequired | BaselineProblem
+@dataclass(frozen=True)
+class IntegrityFailure:
+    """A task whose run is over its integrity limits (gate/integrity.py): why, what was counted, a few documents."""
+
+    task: str
+    problems: tuple[str, ...]
+    summary: str
+    examples: tuple[str, ...]
+
+
+TaskFailure = Regression | RebaselineRequired | BaselineProblem | IntegrityFailure
 
 
 @dataclass
@@ -119,6 +137,8 @@ class GateOutcome:
     problem: str | None = None
     kind: str = ""  # "invalid" (stored file unusable) | "rebaseline" (not comparable) | ""
     baseline: BaselineRecord | None = None  # the stored record, when compared or not comparable
+    # the candidate's record as compared (without an invalid_output entry its baseline does not have); None: as given
+    candidate: BaselineRecord | None = None
 
     def holds(self, *, include_improvements: bool) -> bool:
         """The stored baseline still describes the candidate (no rewrite needed)."""
@@ -129,13 +149,15 @@ class GateOutcome:
 
 def gate_texts(
     candidate_text: str, baseline_text: str, documents: Sequence[Any] | None = None,
-    aggregates: Mapping[str, Any] | None = None,
+    aggregates: Mapping[str, Any] | None = None, unscored_keys: Sequence[str] = (),
 ) -> GateOutcome:
     """Parse both serialized records and apply the gate with the candidate's tolerance. Never raises for bad input.
 
     `documents` (the candidate's DocumentRequests) are needed by metrics with their own aggregate (StereoSet);
     `aggregates`: the scored metrics' aggregates by name (compare()).
     Without them such a record is not compared at all (the outcome says why): a comparison never leaves an entry out.
+    `unscored_keys`: the documents the run could not score (within its integrity limits), left out of the baseline's
+    side too (gate/integrity.py).
     """
     candidate, problem = parse_or_problem(candidate_text)
     if candidate is None:
@@ -143,6 +165,8 @@ def gate_texts(
     baseline, problem = parse_or_problem(baseline_text)
     if baseline is None:
         return GateOutcome(None, problem, "invalid")
+    baseline = paired_baseline(baseline, candidate, unscored_keys)
+    candidate = comparable_candidate(baseline, candidate)
     problem = rebaseline_problem(baseline, candidate)
     if problem is not None:
         return GateOutcome(None, problem, "rebaseline", baseline=baseline)
@@ -153,7 +177,7 @@ def gate_texts(
             "in the run that scored them", "invalid",
         )
     return GateOutcome(compare(baseline, candidate, candidate.tolerance, documents, aggregates),
-                       baseline=baseline)
+                       baseline=baseline, candidate=candidate)
 
 
 
@@ -178,7 +202,8 @@ def early_stop_for(identity: TaskId, runner: Any, *, policy: GatePolicy, store: 
     if baseline is None:
         return None
     return EarlyStop(identity.key, baseline,
-                     lambda evaluation: candidate_record(identity, evaluation, runner, policy=policy, split=split),
+                     lambda evaluation: comparable_candidate(
+                         baseline, candidate_record(identity, evaluation, runner, policy=policy, split=split)),
                      pooled=None if identity.suite not in split.pooled else "suite" if one_process else "task",
                      full_run_verdicts=policy.early_stop_verdicts)
 
@@ -193,10 +218,20 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
     baseline's, or the one just measured) are named in the result and in `Judgement.warning`. `early_stop`
     (--early-stop): the task's early stopping, whose settlement (when it stopped) is the task's comparison, on the
     documents it scored."""
+    integrity: TaskIntegrity | None = getattr(evaluation, "integrity", None)
+    counted = None if integrity is None else integrity.as_json()
+    common = {"task": identity.key, "baseline": store.display(store.path(identity)),
+              "baseline_name": policy.baseline_name, "integrity": counted}
     if policy.score_only:
-        common = {"task": identity.key, "baseline": store.display(store.path(identity)),
-                  "baseline_name": policy.baseline_name}
         return Judgement(GateResult(status=STATUS_OFF, note="--score-only: no gate ran", **common))
+    problems = [] if integrity is None else integrity_problems(
+        integrity, limits_for(getattr(evaluation.prepared.config, "gate", None), policy.overrides),
+        recording=policy.writes)
+    if problems:  # the run, not the model: nothing of its quality is judged, nothing written
+        return Judgement(GateResult(status=STATUS_ERROR, note=f"the run, not the model: {'; '.join(problems)}",
+                                    n_documents=integrity.scored, **common),
+                         IntegrityFailure(identity.key, tuple(problems), integrity.summary(),
+                                          tuple(examples(integrity))))
     candidate = candidate_record(identity, evaluation, runner, policy=policy, split=split)
     aggregates = evaluation.scores.aggregates()
     measured: TaskComparison | None = None
@@ -220,11 +255,25 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
             and outcome.baseline.noise_floor is not None:
         floor = outcome.baseline.noise_floor
         warnings = below_noise(outcome.comparison.entries, floor, binary_metrics(outcome.baseline))
+    judgement.result.integrity = counted
+    _say_why_invalid(judgement, integrity)
     if warnings:
         judgement.result.noise_warnings = [w.as_json() for w in warnings]
         judgement.result.noise_measured_with = floor.measured_with
         judgement.warning = warning_text(identity.key, warnings, floor.measured_with)
     return judgement
+
+
+def _say_why_invalid(judgement: Judgement, integrity: TaskIntegrity | None) -> None:
+    """A regressed invalid_output entry's failure and note say how many answers no filter could parse, with one."""
+    failure = judgement.failure
+    entry = next((e for e in failure.comparison.regressed if e.metric == INVALID_OUTPUT), None) \
+        if isinstance(failure, Regression) else None
+    if entry is None:
+        return
+    note = invalid_note(integrity, entry.baseline)
+    judgement.failure = dataclasses.replace(failure, invalid_note=note)
+    judgement.result.note = "; ".join(filter(None, [judgement.result.note, note]))
 
 
 def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggregates: Mapping[str, Any], *,
@@ -246,9 +295,11 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
                               baseline=restricted(stopped.baseline, candidate.doc_keys))
         common["note"] = stopped.settlement.note
     else:
-        outcome = (gate_texts(candidate_text, stored_text, evaluation.prepared.documents, aggregates)
+        unscored = getattr(getattr(evaluation, "integrity", None), "unscored_keys", ())
+        outcome = (gate_texts(candidate_text, stored_text, evaluation.prepared.documents, aggregates, unscored)
                    if stored_text is not None else None)
-    update = _update(identity, candidate, outcome, policy) if stored_text is not None and stopped is None else None
+    compared = candidate if outcome is None or outcome.candidate is None else outcome.candidate
+    update = _update(identity, compared, outcome, policy) if stored_text is not None and stopped is None else None
     if update is not None and update.record is None:
         written = False  # an unaccepted regression: the baseline stays as it was, every reference with it
     else:

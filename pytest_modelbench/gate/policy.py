@@ -15,6 +15,7 @@ from pytest_modelbench.gate import pooled
 from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT, AlphaSplit
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.gate.baseline_ref import BaselineRef
+from pytest_modelbench.gate.integrity import LIMIT_OPTIONS
 from pytest_modelbench.gate.ratchet import ACCEPT_OPTION, AcceptanceError, AcceptedRegression, parse_acceptance
 from pytest_modelbench.gate.settings import resolve_tolerance
 from pytest_modelbench.tasks.gate_block import gate_value_problem
@@ -23,7 +24,7 @@ DEFAULT_BASELINE_NAME = "default"
 ERROR_CONTROL = ("session", "task")  # whose false-block rate alpha bounds
 # the command line's gate keys, by option (--gate-margin ...), checked as the YAML's gate block is
 TOLERANCE_OPTIONS = {"--gate-margin": "absolute_margin", "--gate-relative-margin": "relative_margin",
-                     "--gate-alpha": "alpha"}
+                     "--gate-alpha": "alpha", **LIMIT_OPTIONS}
 WEIGHTS_INI = "modelbench_gate_weights"
 
 
@@ -35,7 +36,8 @@ class GateOptionError(ModelbenchError):
 class GatePolicy:
     baselines_dir: Path
     baseline_name: str = DEFAULT_BASELINE_NAME
-    overrides: Mapping[str, float] = field(default_factory=dict)  # absolute_margin, relative_margin, alpha
+    # absolute_margin, relative_margin, alpha; max_unscored, max_invalid (gate/integrity.py)
+    overrides: Mapping[str, float] = field(default_factory=dict)
     error_control: str = "session"
     update: bool = False  # --snapshot-update: write missing and out-of-band baselines
     update_new_only: bool = False  # --snapshot-update-new-only: write missing ones only

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 from pytest_modelbench.gate.baseline import Tolerance, document_hash, document_keys, rebaseline_problem
 from pytest_modelbench.gate.baseline_file import parse_or_problem
 from pytest_modelbench.gate.compare import compare
+from pytest_modelbench.gate.integrity import comparable_candidate, paired_baseline
 from pytest_modelbench.gate.noise_floor import below_noise, binary_metrics
 from pytest_modelbench.gate.provenance import stored_provenance
 from pytest_modelbench.gate.result import GateResult
@@ -73,6 +74,8 @@ def rejudge(recorded: GateResult, candidate_text: str, stored_text: str | None, 
     baseline, problem = parse_or_problem(stored_text)
     if baseline is None:
         raise EvidenceProblem(f"this project's baseline {baseline_display} is not valid: {problem}")
+    baseline = paired_baseline(baseline, candidate, (recorded.integrity or {}).get("unscored_keys", ()))
+    candidate = comparable_candidate(baseline, candidate)
     problem = rebaseline_problem(baseline, candidate)
     if problem is not None:
         raise EvidenceProblem(f"it does not compare with this project's baseline {baseline_display}: "
@@ -95,6 +98,7 @@ def rejudge(recorded: GateResult, candidate_text: str, stored_text: str | None, 
         nodeid=recorded.nodeid, failed=bool(comparison.regressed), baseline_provenance=stored_provenance(stored_text),
         candidate_provenance=dataclasses.asdict(candidate.provenance), baseline_ref=baseline_ref,
         working_tree_differs=working_tree_differs, changed_documents=recorded.changed_documents,
+        integrity=recorded.integrity,
     )
     if baseline.noise_floor is not None:
         warnings = below_noise(comparison.entries, baseline.noise_floor, binary_metrics(baseline))

@@ -22,6 +22,7 @@ STATUS_REBASELINE = "rebaseline-required"
 STATUS_INVALID = "invalid"
 STATUS_OFF = "off"
 STATUS_POLICY = "policy-changed"  # --baseline-ref: the run's gate policy is not the ref's (gate/policy_file.py)
+STATUS_ERROR = "error"  # the run, not the model: over its integrity limits, not judged (gate/integrity.py)
 
 
 def entry_json(entry: Entry) -> dict[str, Any]:
@@ -80,6 +81,8 @@ class GateResult:
     # --snapshot-update of a baseline: per entry, what its reference became and its change since its origin
     # (gate/ratchet.py), or that every anchor was reset
     references: list[str] = field(default_factory=list)
+    # What the run could not score or parse (gate/integrity.py, TaskIntegrity.as_json); None: not counted
+    integrity: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.total_weight is None:
@@ -114,6 +117,7 @@ class GateResult:
             "gated_tasks": self.tasks, "weight": self.weight, "total_weight": self.total_weight, "level": self.level,
             "entries": self.entries, "baseline_ref": self.baseline_ref,
             "working_tree_differs": self.working_tree_differs, "references": self.references,
+            "integrity": self.integrity,
         }
 
     def entries_with(self, verdict: str) -> list[dict[str, Any]]:
@@ -121,6 +125,7 @@ class GateResult:
 
 
 _OUTCOME_RANK = {
+    STATUS_ERROR: 0,
     STATUS_INVALID: 0, STATUS_REBASELINE: 0, STATUS_MISSING: 0, STATUS_POLICY: 0, Verdict.REGRESSED.value: 0,
     Verdict.INCONCLUSIVE.value: 1, STATUS_UPDATED: 2, STATUS_CREATED: 2, Verdict.IMPROVED.value: 3,
     Verdict.PASS.value: 4, STATUS_OFF: 5,

@@ -18,9 +18,13 @@ from typing import Any, Mapping, Sequence
 from pytest_modelbench.gate.baseline import Tolerance
 from pytest_modelbench.metrics.evidence import derived_metrics
 from pytest_modelbench.metrics.generative import base_metric_name
-from pytest_modelbench.metrics.registry import Margin, Metric
+from pytest_modelbench.metrics.registry import LOWER, Margin, Metric
+from pytest_modelbench.tasks.filters import INVALID_OUTPUT
 
 DEFAULT_TOLERANCE = Tolerance(absolute_margin=0.01, relative_margin=0.0, alpha=0.05)
+# The invalid_output entry (gate/integrity.py) of a generate_until task with a parsing filter: two points of its
+# answers (docs/integrity.md, "The invalid-output entry").
+INVALID_OUTPUT_METRIC = Metric(INVALID_OUTPUT, None, LOWER, binary=True, margin=Margin(absolute=0.02))
 MARGIN_KEYS = {"absolute_margin": "absolute", "relative_margin": "relative"}  # gate key -> Margin field
 
 
@@ -30,6 +34,8 @@ def resolve_tolerance(task_config: Any, overrides: Mapping[str, float], metrics:
     group's: its aggregates)."""
     yaml_gate = task_config.gate
     alpha = _first(overrides.get("alpha"), yaml_gate.alpha, DEFAULT_TOLERANCE.alpha)
+    if _parses_answers(task_config):
+        metrics = (*metrics, INVALID_OUTPUT_METRIC)
     if any(key in overrides for key in MARGIN_KEYS):
         every = Margin(**{field_name: overrides.get(key, 0.0) for key, field_name in MARGIN_KEYS.items()})
         return Tolerance(
@@ -49,6 +55,12 @@ def resolve_tolerance(task_config: Any, overrides: Mapping[str, float], metrics:
         relative_margin=_first(yaml_gate.relative_margin, DEFAULT_TOLERANCE.relative_margin),
         alpha=alpha, metric_margins=metric_margins,
     )
+
+
+def _parses_answers(task_config: Any) -> bool:
+    """Whether the task has an invalid_output entry: a generate_until task with a parsing filter."""
+    return (getattr(task_config, "output_type", None) == "generate_until"
+            and any(pipeline.fallbacks for pipeline in getattr(task_config, "filters", ())))
 
 
 def _first(*values: Any) -> float:

@@ -74,6 +74,7 @@ class GroupEvaluation:
     generations: None = None
     answers: None = None
     greedy: None = None
+    integrity: Any = None  # its leaf tasks' integrity together (run/runner.py, gate/integrity.py combined)
 
 
 @dataclass(frozen=True)

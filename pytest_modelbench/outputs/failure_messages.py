@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from pytest_modelbench.errors import BaselineError, GateFailure, ModelbenchError
+from pytest_modelbench.errors import BaselineError, GateFailure, ModelbenchError, RunIntegrityError
 from pytest_modelbench.gate.compare import Entry, TaskComparison
-from pytest_modelbench.gate.judge import BaselineProblem, RebaselineRequired, Regression, TaskFailure
+from pytest_modelbench.gate.judge import (
+    BaselineProblem, IntegrityFailure, RebaselineRequired, Regression, TaskFailure,
+)
 from pytest_modelbench.gate.result import entry_json
 from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.text_format import format_delta, format_number, format_p, format_table
@@ -87,6 +89,18 @@ def rebaseline_message(problems: Sequence[str], baseline_path: Any, baseline_nam
     return "\n".join([head, "", "This run's scores (not gated):", *table, "", compare_hint(baseline_name)])
 
 
+def integrity_message(failure: IntegrityFailure) -> str:
+    """The failure of a task in `error` (gate/integrity.py): why first (pytest's short summary shows the first line),
+    what was counted, a few documents, and what to do."""
+    return "\n".join([
+        f"error (the run, not the model): task '{failure.task}': {'; '.join(failure.problems)}. Not judged: no "
+        "verdict comes from part of a task's documents.", "", failure.summary,
+        *(f"  {line}" for line in failure.examples), "",
+        "Nothing of a failed request was cached: re-run once the backend is healthy, and only what is missing is "
+        "scored (docs/integrity.md).",
+    ])
+
+
 def failure_error(failure: TaskFailure) -> ModelbenchError:
     """The error a task fails with, for why the judge failed it."""
     if isinstance(failure, Regression):
@@ -94,7 +108,11 @@ def failure_error(failure: TaskFailure) -> ModelbenchError:
                                   failure.baseline_model)
         if failure.early_stop_note is not None:
             message += f"\n({failure.early_stop_note}: --early-stop; the table is of the documents scored)"
+        if failure.invalid_note is not None:
+            message = message.replace("\n", f"\nwhy: {failure.invalid_note}\n", 1)
         return GateFailure(message)
+    if isinstance(failure, IntegrityFailure):
+        return RunIntegrityError(integrity_message(failure))
     if isinstance(failure, RebaselineRequired):
         return BaselineError(rebaseline_message(failure.problems, failure.baseline_path, failure.baseline_name,
                                                 failure.scores))

@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 
 from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT
 from pytest_modelbench.gate.pooled import PooledEntry
-from pytest_modelbench.gate.result import STATUS_COMPARED, GateResult, outcome_rank
+from pytest_modelbench.gate.result import STATUS_COMPARED, STATUS_ERROR, GateResult, outcome_rank
 from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.text_format import format_delta, format_number, format_p
 
@@ -162,6 +162,31 @@ def baseline_ref_lines(results: Sequence[GateResult]) -> list[str]:
     ]
     return lines
 
+
+
+def integrity_lines(result: GateResult) -> list[str]:
+    """What the task's run could not score or parse (gate/integrity.py): one line of counts when anything was
+    retried, unscored or unparseable, then, for a task in `error`, its counts per category and a few documents."""
+    integrity = result.integrity
+    if not integrity or not (integrity["retried_requests"] or integrity["unscored"] or integrity["invalid_outputs"]):
+        return []
+    lines = [f"{result.task}: {integrity['summary']}"]
+    if result.status != STATUS_ERROR:
+        return lines
+    parsed = integrity["invalid_outputs"] is not None  # the task has a parsing filter
+    lines += [f"  {category}: {counts['unscored']} of {counts['documents']} unscored"
+              + (f", {counts['invalid_outputs']} unparseable" if parsed else "")
+              for category, counts in integrity["by_category"].items()
+              if counts["unscored"] or counts["invalid_outputs"]]
+    lines += [f"  e.g. document {p['doc_id']}{_in(p['category'])}: unscored: {p['problem']}"
+              for p in integrity["unscored_examples"]]
+    lines += [f"  e.g. document {p['doc_id']}{_in(p['category'])}: no filter could parse {p['problem']}"
+              for p in integrity["invalid_examples"]]
+    return lines
+
+
+def _in(category: str | None) -> str:
+    return "" if category is None else f" ({category})"
 
 
 def pooled_rows(entries: Sequence[PooledEntry]) -> list[tuple[str, ...]]:

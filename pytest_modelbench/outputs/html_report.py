@@ -30,6 +30,7 @@ from pytest_modelbench.outputs.gate_summary import (
     alpha_share,
     baseline_ref_lines,
     error_rate_line,
+    integrity_lines,
     pooled_rows,
     summary_counts,
 )
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
     from pytest_modelbench.gate.decision import SessionOutcome
 
 Z_95 = 1.959964  # two-sided 95% normal quantile: the interval drawn around each delta
-VERDICT_COLOURS = {"regressed": "#c5221f", "improved": "#188038", "inconclusive": "#e37400", "pass": "#1a73e8"}
+VERDICT_COLOURS = {"regressed": "#c5221f", "error": "#7b1fa2",  # error: the run, not the model
+                   "improved": "#188038", "inconclusive": "#e37400", "pass": "#1a73e8"}
 CHART_WIDTH, LABEL_WIDTH, VALUE_WIDTH, ROW_HEIGHT, AXIS_HEIGHT = 760, 170, 90, 22, 34
 
 STYLE = """
@@ -208,6 +210,7 @@ def _task_section(result: GateResult) -> str:
     parts = [f'<section class="task" id="task-{escape(result.task)}"><h2>{escape(result.task)} {_badge(result.outcome)}</h2>']
     if result.note:
         parts.append(f'<p class="note">{escape(result.note)}</p>')
+    parts += [f'<p class="note">{escape(line.strip())}</p>' for line in integrity_lines(result)]
     if result.status == STATUS_REBASELINE:
         parts.append(f'<p class="note">{escape(compare_hint(result.baseline_name))}</p>')
     if _has_charts(result):

@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any, Sequence
 
 from pytest_modelbench.outputs.failure_messages import LEGEND, MAX_TABLE_ROWS, TABLE_HEADER, entry_row
+from pytest_modelbench.outputs.terminal import RUNS_HEADING
 from pytest_modelbench.gate.pooled import PooledEntry
 from pytest_modelbench.gate.result import STATUS_COMPARED, GateResult, sorted_results
 from pytest_modelbench.gate.verdict import Verdict
@@ -17,6 +18,7 @@ from pytest_modelbench.outputs.gate_summary import (
     TASK_HEADER,
     baseline_ref_lines,
     error_rate_line,
+    integrity_lines,
     pooled_rows,
     summary_counts,
     task_row,
@@ -57,6 +59,10 @@ def markdown(results: Sequence[GateResult], baseline_name: str, outcome: Session
         lines += ["", "| " + " | ".join(TASK_HEADER) + " |", "|" + "---|" * len(TASK_HEADER)]
         lines += ["| " + " | ".join(_md_escape(c) for c in task_row(r)) + " |" for r in results]
         lines += ["", _md_escape(COLUMNS_NOTE)]
+        runs = [line for result in results for line in integrity_lines(result)]
+        if runs:
+            lines += ["", _md_escape(RUNS_HEADING[0].upper() + RUNS_HEADING[1:]), "",
+                      *(f"- {_md_escape(line.strip())}" for line in runs)]
         if pooled:
             lines += ["", "| " + " | ".join(POOLED_HEADER) + " |", "|" + "---|" * len(POOLED_HEADER)]
             lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in pooled_rows(pooled)]

@@ -25,11 +25,12 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.baseline import Tolerance
-from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, SessionDecision
+from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, EXIT_STATUS_INTEGRITY, SessionDecision
 from pytest_modelbench.gate.policy import GatePolicy
 from pytest_modelbench.gate.rejudge import EvidenceProblem, rejudge
 from pytest_modelbench.gate.result import (
     STATUS_COMPARED,
+    STATUS_ERROR,
     STATUS_INVALID,
     STATUS_MISSING,
     STATUS_POLICY,
@@ -41,8 +42,10 @@ from pytest_modelbench.outputs.results import json_text, results_document
 from pytest_modelbench.outputs.run_record import SESSION_FIELDS, RecordedResult, RunRecord, RunRecordError
 from pytest_modelbench.tasks.identity import TaskId
 
-FINISHED = (0, 1)  # pytest's exit statuses of a run that ran all its items: passed, some failed
-FAILED_STATUSES = (STATUS_MISSING, STATUS_INVALID, STATUS_REBASELINE, STATUS_POLICY)  # failed without a comparison
+# the exit statuses of a run that ran all its items: passed, some failed, only runs failed (gate/decision.py)
+FINISHED = (0, 1, EXIT_STATUS_INTEGRITY)
+# failed without a comparison (a task in `error` was judged on its run's integrity, which the merge takes as it is)
+FAILED_STATUSES = (STATUS_MISSING, STATUS_INVALID, STATUS_REBASELINE, STATUS_POLICY, STATUS_ERROR)
 PROJECT_FIELDS = ("tasks", "alpha_split", "gate", "baselines")  # what the merging project decides itself
 
 
@@ -59,9 +62,13 @@ class MergedSession:
     def exit_status(self) -> int:
         """As the one process would exit: 1 when the decision's outcome fails (a task or test failed, recomputed here
         or as its record states; a suite's pooled entry regressed, judged here as no shard saw all of a suite's tasks;
-        a baseline is unused; a shard exited 1: a record's own status can raise the merge's, never lower it), else 0.
-        The reports head with the same outcome."""
-        return EXIT_STATUS_FAIL if self.failed or self.decision.outcome().failed else 0
+        a baseline is unused; a shard exited 1: a record's own status can raise the merge's, never lower it), 7 when
+        every failure is a task in `error` (the run, not the model), else 0. The reports head with the same
+        outcome."""
+        outcome = self.decision.outcome()
+        if outcome.failed:
+            return outcome.exit_status
+        return EXIT_STATUS_FAIL if self.failed else 0
 
     def results_json(self) -> str:
         return json_text(results_document(self.scores, dict(self.records[0].run_config),

@@ -16,6 +16,7 @@ from pytest_modelbench.gate.result import GateResult
 PROPERTY_PREFIX = "modelbench.gate"
 DOCUMENTS_PROPERTY = "modelbench.gate-documents"  # the most changed documents (only with --html-report)
 SCORES_PROPERTY = "modelbench.gate-scores"  # a task's scores when it was scored but not compared
+INTEGRITY_PROPERTY = "modelbench.gate-integrity"  # what the run could not score or parse (gate/integrity.py)
 
 
 def entry_key(entry_metric: str, category: str | None) -> str:
@@ -41,16 +42,20 @@ def properties(result: GateResult) -> list[tuple[str, str]]:
         pairs.append((DOCUMENTS_PROPERTY, json.dumps(result.changed_documents, ensure_ascii=False)))
     if result.scores:
         pairs.append((SCORES_PROPERTY, json.dumps(result.scores, ensure_ascii=False)))
+    if result.integrity is not None:
+        pairs.append((INTEGRITY_PROPERTY, json.dumps(result.integrity, ensure_ascii=False)))
     return pairs
 
 
 def result_from_properties(user_properties: Iterable[tuple[str, Any]], nodeid: str = "",
                            failed: bool = False) -> GateResult | None:
     """The result `properties` wrote; None when the properties hold none (the item was not gated)."""
-    head, entries, documents, scores = None, [], [], []
+    head, entries, documents, scores, integrity = None, [], [], [], None
     for name, value in user_properties:
         if name == PROPERTY_PREFIX:
             head = json.loads(value)
+        elif name == INTEGRITY_PROPERTY:
+            integrity = json.loads(value)
         elif name == DOCUMENTS_PROPERTY:
             documents = json.loads(value)
         elif name == SCORES_PROPERTY:
@@ -68,5 +73,5 @@ def result_from_properties(user_properties: Iterable[tuple[str, Any]], nodeid: s
         baseline_ref=head.get("baseline_ref"), working_tree_differs=head.get("working_tree_differs", False),
         changed_documents=documents, scores=scores, pooling=head.get("pooling", []),
         noise_warnings=head.get("noise_warnings", []), noise_measured_with=head.get("noise_measured_with", ""),
-        references=head.get("references", []),
+        references=head.get("references", []), integrity=integrity,
     )

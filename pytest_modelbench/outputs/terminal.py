@@ -18,12 +18,15 @@ from pytest_modelbench.outputs.gate_summary import (
     baseline_ref_lines,
     entry_label,
     error_rate_line,
+    integrity_lines,
     pooled_rows,
     summary_counts,
     task_row,
 )
 from pytest_modelbench.text_format import format_delta, format_number, format_p, format_table
 
+RUNS_HEADING = ("the runs: requests retried, documents unscored, answers no filter could parse (over its limits a task "
+                "is `error`: the run, not the model, and nothing of it is judged)")
 POOLED_EARLY_STOP_NOTE = (
     "n 'k of N': --early-stop scored k of the pooled tasks' N documents; the verdict is the full run's where they "
     "settle it, else theirs and never regressed (an early stop can miss a regression, never add a block)"
@@ -61,6 +64,9 @@ def terminal_lines(results: Sequence[GateResult], max_entries: int = 8, custom_t
     lines += format_table(TASK_HEADER, [task_row(r) for r in results])
     lines.append(COLUMNS_NOTE)
     lines += noise_lines(results)
+    runs = [line for result in results for line in integrity_lines(result)]
+    if runs:
+        lines += ["", RUNS_HEADING, *runs]
     rebaselines = [r for r in results if r.status == STATUS_REBASELINE]
     if rebaselines:
         lines += ["", f"{len(rebaselines)} task(s) not compared: their settings differ from the baseline's. "

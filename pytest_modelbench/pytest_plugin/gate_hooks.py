@@ -36,7 +36,7 @@ from _pytest import junitxml
 from pytest_modelbench.errors import BaselineError, ModelbenchError
 from pytest_modelbench.gate import policy_file, pooled
 from pytest_modelbench.gate.alpha_split import AlphaSplit
-from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, SessionDecision
+from pytest_modelbench.gate.decision import SessionDecision
 from pytest_modelbench.gate.early_stop import BLOCKS, EarlyStop, pooled_look_blocks
 from pytest_modelbench.gate.judge import GateOutcome, early_stop_for, judge_task
 from pytest_modelbench.gate.noise_floor import NoiseFloorWarning
@@ -332,8 +332,8 @@ class GateSession:
         self._settle_pooled(session)
         decision.pytest_status = int(session.exitstatus)
         outcome = decision.outcome()
-        if outcome.failed and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = EXIT_STATUS_FAIL
+        if outcome.failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = outcome.exit_status  # 1, or 7 where only runs failed (gate/decision.py)
         self._record_policy(int(session.exitstatus))
         junit = config.stash.get(junitxml.xml_key, None)
         if junit is not None:  # written by pytest's own sessionfinish, after this one

@@ -18,6 +18,7 @@ from pytest_modelbench.gate.policy import (
     checked_policy,
     checked_weights,
 )
+from pytest_modelbench.gate.integrity import DEFAULT_MAX_INVALID, DEFAULT_MAX_UNSCORED
 from pytest_modelbench.gate.settings import DEFAULT_TOLERANCE
 
 DEFAULT_BASELINES_DIR = "baselines"
@@ -43,6 +44,14 @@ def add_options(parser: pytest.Parser, group: Any) -> None:
     group.addoption("--gate-alpha", type=float, default=None,
                     help="largest false-block rate when nothing regressed past its margin (overrides the YAML; "
                     f"default {DEFAULT_TOLERANCE.alpha})")
+    group.addoption("--max-unscored", type=float, default=None, metavar="SHARE",
+                    help="largest share of a task's documents (and of each category's) left unscored by failed "
+                    f"requests before the task is in error (overrides the YAML; default {DEFAULT_MAX_UNSCORED:g}); "
+                    "docs/integrity.md")
+    group.addoption("--max-invalid", type=float, default=None, metavar="SHARE",
+                    help="largest share of a generation task's answers no filter could parse before the task is in "
+                    f"error (overrides the YAML; default {DEFAULT_MAX_INVALID:g}: no limit, the invalid_output entry "
+                    "is gated instead)")
     group.addoption("--gate-error-control", choices=ERROR_CONTROL, default="session",
                     help="session (default): alpha bounds the false blocks of the whole run, split across the "
                     "gated tasks; task: alpha per task (more power per task, more false blocks per run)")

@@ -1,4 +1,8 @@
-"""One task, end to end: prepared documents → backend → per-document log-likelihoods → scores."""
+"""One task, end to end: prepared documents → backend → per-document log-likelihoods → scores.
+
+A document the backend could not score (scoring/backend.py, `Unscored`) is left out of the evaluation, which is of
+the documents scored; its `integrity` (gate/integrity.py) counts what was left out, why, the answers no filter could
+parse and the requests the backend re-sent, for the gate to judge before anything else."""
 
 from __future__ import annotations
 
@@ -8,12 +12,14 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pytest_modelbench.errors import BackendError, DocumentError, RequestError, TaskConfigError
+from pytest_modelbench.gate.baseline import document_hash, document_keys
+from pytest_modelbench.gate.integrity import DocumentProblem, TaskIntegrity
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
 from pytest_modelbench.metrics.process_results import document_values
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.numeric import is_number
-from pytest_modelbench.scoring.backend import Backend
-from pytest_modelbench.tasks.filters import filtered_answers
+from pytest_modelbench.scoring.backend import Backend, Unscored
+from pytest_modelbench.tasks.filters import filtered_answers, invalid_outputs
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
 
@@ -26,24 +32,37 @@ class TaskEvaluation:
     generations: list[str] | None = None  # generate_until: the raw generation per document
     answers: list[dict[str, str]] | None = None  # generate_until: per document, the answer of each filter pipeline
     greedy: list[bool] | None = None  # loglikelihood: per document, whether its continuation is the greedy one
+    integrity: TaskIntegrity | None = None  # what the run could not score or parse (gate/integrity.py)
 
 
 def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
     metrics = resolve_metrics(prepared.config)
+    retried = _retried(backend)
     if prepared.config.output_type == "generate_until":
-        return _evaluate_generation(prepared, backend, metrics)
-    if prepared.config.output_type == "loglikelihood_rolling":
-        return _evaluate_rolling(prepared, backend, metrics)
-    if prepared.config.output_type == "loglikelihood":
-        return _evaluate_loglikelihood(prepared, backend, metrics)
+        evaluation = _evaluate_generation(prepared, backend, metrics)
+    elif prepared.config.output_type == "loglikelihood_rolling":
+        evaluation = _evaluate_rolling(prepared, backend, metrics)
+    elif prepared.config.output_type == "loglikelihood":
+        evaluation = _evaluate_loglikelihood(prepared, backend, metrics)
+    else:
+        evaluation = _evaluate_choices(prepared, backend, metrics)
+    integrity = dataclasses.replace(evaluation.integrity, retried=_retried(backend) - retried)
+    return dataclasses.replace(evaluation, integrity=integrity)
+
+
+def _evaluate_choices(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
     requests = sum(len(doc.continuations) for doc in prepared.documents)
     values = checked_results(backend, backend.score_task(prepared), requests, "log-likelihood", _task(prepared))
     per_doc, start = [], 0
     for doc in prepared.documents:
         per_doc.append(values[start:start + len(doc.continuations)])
         start += len(doc.continuations)
-        _check_finite(prepared, doc, per_doc[-1])
-    return TaskEvaluation(prepared, per_doc, _score(prepared, metrics, per_doc))
+    failed = {d: _reason(row) for d, row in enumerate(per_doc) if _reason(row) is not None}
+    scored, kept = _scored(prepared, failed)
+    per_doc = [per_doc[d] for d in kept]
+    for doc, values_of_doc in zip(scored.documents, per_doc):
+        _check_finite(scored, doc, values_of_doc)
+    return TaskEvaluation(scored, per_doc, _score(scored, metrics, per_doc), integrity=_integrity(prepared, failed))
 
 
 class BlockScoring:
@@ -64,7 +83,9 @@ class BlockScoring:
     def score_next(self) -> TaskEvaluation:
         block = self.blocks[len(self._parts)]
         subset = dataclasses.replace(self.prepared, documents=[self.prepared.documents[i] for i in block])
-        self._parts.append((block, evaluate_task(subset, self.backend)))
+        evaluation = evaluate_task(subset, self.backend)
+        scored = {id(doc) for doc in evaluation.prepared.documents}  # a document left unscored is not in it
+        self._parts.append(([i for i in block if id(self.prepared.documents[i]) in scored], evaluation))
         return _merged(self.prepared, self._parts)
 
 
@@ -79,16 +100,27 @@ def _merged(prepared: PreparedTask, parts: Sequence[tuple[Sequence[int], TaskEva
     metrics = resolve_metrics(prepared.config)
     loglikelihoods = [part.loglikelihoods[i] for _, part, i in by_position]
     output_type = prepared.config.output_type
+    parts_integrity = [part.integrity for _, part in parts]
+    categories: dict[str, int] = {}
+    for part_integrity in parts_integrity:
+        for category, count in part_integrity.categories.items():
+            categories[category] = categories.get(category, 0) + count
+    integrity = TaskIntegrity(sum(p.documents for p in parts_integrity), categories,
+                              tuple(u for p in parts_integrity for u in p.unscored),
+                              tuple(k for p in parts_integrity for k in p.unscored_keys),
+                              sum(p.retried for p in parts_integrity))
     if output_type == "generate_until":
         generations = [part.generations[i] for _, part, i in by_position]
         answers = filtered_answers(prepared.config.filters, generations, [doc.doc for doc in documents],
                                    [doc.doc_id for doc in documents], _task(prepared))
-        return TaskEvaluation(merged, loglikelihoods, _score(merged, metrics, answers), generations, answers)
+        return TaskEvaluation(merged, loglikelihoods, _score(merged, metrics, answers), generations, answers,
+                              integrity=_with_invalid(integrity, merged, generations, answers))
     if output_type == "loglikelihood":
         greedy = [part.greedy[i] for _, part, i in by_position]
         responses = [(values[0], flag) for values, flag in zip(loglikelihoods, greedy)]
-        return TaskEvaluation(merged, loglikelihoods, _score(merged, metrics, responses), greedy=greedy)
-    return TaskEvaluation(merged, loglikelihoods, _score(merged, metrics, loglikelihoods))
+        return TaskEvaluation(merged, loglikelihoods, _score(merged, metrics, responses), greedy=greedy,
+                              integrity=integrity)
+    return TaskEvaluation(merged, loglikelihoods, _score(merged, metrics, loglikelihoods), integrity=integrity)
 
 
 def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
@@ -97,11 +129,15 @@ def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> T
                                       _task(prepared))
     except RequestError as exc:
         raise TaskConfigError(f"{_task(prepared)}: {exc.problem}") from None
-    documents = prepared.documents  # each pipeline runs over all of them at once, as lm-eval's filters do
+    failed = {d: _reason([g]) for d, g in enumerate(generations) if _reason([g]) is not None}
+    scored, kept = _scored(prepared, failed)
+    generations = [generations[d] for d in kept]
+    documents = scored.documents  # each pipeline runs over all of them at once, as lm-eval's filters do
     answers = filtered_answers(prepared.config.filters, generations, [doc.doc for doc in documents],
                                [doc.doc_id for doc in documents], _task(prepared))
-    scores = _score(prepared, metrics, answers)
-    return TaskEvaluation(prepared, [[] for _ in prepared.documents], scores, generations, answers)
+    scores = _score(scored, metrics, answers)
+    return TaskEvaluation(scored, [[] for _ in documents], scores, generations, answers,
+                          integrity=_with_invalid(_integrity(prepared, failed), scored, generations, answers))
 
 
 def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
@@ -111,21 +147,27 @@ def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> Task
                                  "log-likelihood", _task(prepared))
     except RequestError as exc:
         raise TaskConfigError(f"{_task(prepared)}: {exc.problem}") from None
-    per_doc = [[value] for value in values]
-    for doc, values_of_doc in zip(prepared.documents, per_doc):
-        _check_finite(prepared, doc, values_of_doc)
-    return TaskEvaluation(prepared, per_doc, _score(prepared, metrics, per_doc))
+    failed = {d: _reason([value]) for d, value in enumerate(values) if _reason([value]) is not None}
+    scored, kept = _scored(prepared, failed)
+    per_doc = [[values[d]] for d in kept]
+    for doc, values_of_doc in zip(scored.documents, per_doc):
+        _check_finite(scored, doc, values_of_doc)
+    return TaskEvaluation(scored, per_doc, _score(scored, metrics, per_doc), integrity=_integrity(prepared, failed))
 
 
 def _evaluate_loglikelihood(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
     """One response per document, as lm-eval's: its continuation's log-likelihood and whether it is greedy."""
     responses = list(backend.loglikelihood_task(prepared))
-    checked_results(backend, [response[0] for response in responses], len(prepared.documents), "log-likelihood",
-                    _task(prepared))
-    for doc, (loglikelihood, _) in zip(prepared.documents, responses):
-        _check_finite(prepared, doc, [loglikelihood])
-    return TaskEvaluation(prepared, [[loglikelihood] for loglikelihood, _ in responses],
-                          _score(prepared, metrics, responses), greedy=[greedy for _, greedy in responses])
+    checked_results(backend, [r if isinstance(r, Unscored) else r[0] for r in responses], len(prepared.documents),
+                    "log-likelihood", _task(prepared))
+    failed = {d: _reason([r]) for d, r in enumerate(responses) if _reason([r]) is not None}
+    scored, kept = _scored(prepared, failed)
+    responses = [responses[d] for d in kept]
+    for doc, (loglikelihood, _) in zip(scored.documents, responses):
+        _check_finite(scored, doc, [loglikelihood])
+    return TaskEvaluation(scored, [[loglikelihood] for loglikelihood, _ in responses],
+                          _score(scored, metrics, responses), greedy=[greedy for _, greedy in responses],
+                          integrity=_integrity(prepared, failed))
 
 
 def _score(prepared: PreparedTask, metrics, responses: Sequence[Any]) -> TaskScores:
@@ -149,10 +191,65 @@ def checked_results(backend: Backend, results: Any, requests: int, kind: str, wh
         raise BackendError(f"{where}: {_backend_name(backend)} returned {got} for {_count(requests, 'request')}; a "
                            f"backend returns one {kind} per request, in order")
     for i, value in enumerate(values):
+        if isinstance(value, Unscored):  # a request the run could not score: its document is left out
+            continue
         if not (isinstance(value, str) if kind == "generation" else is_number(value)):
             raise BackendError(f"{where}: {_backend_name(backend)} returned {value!r} ({type(value).__name__}) as "
                                f"{kind} {i}, not {'text' if kind == 'generation' else 'a number'}")
     return values
+
+
+def _reason(values: Sequence[Any]) -> str | None:
+    """Why a document is unscored: the first of its values the backend could not score; None when all are scored."""
+    return next((value.reason for value in values if isinstance(value, Unscored)), None)
+
+
+def _scored(prepared: PreparedTask, failed: dict[int, str]) -> tuple[PreparedTask, list[int]]:
+    """The task of its scored documents, and their positions among all of them."""
+    if not failed:
+        return prepared, list(range(len(prepared.documents)))
+    kept = [d for d in range(len(prepared.documents)) if d not in failed]
+    return dataclasses.replace(prepared, documents=[prepared.documents[d] for d in kept]), kept
+
+
+def _integrity(prepared: PreparedTask, failed: dict[int, str]) -> TaskIntegrity:
+    """What of the task was left unscored (`failed`: document position → why)."""
+    documents = prepared.documents
+    keys = document_keys(document_hash(d.context, d.continuations, d.gold) for d in documents) if failed else ()
+    return TaskIntegrity(len(documents), _category_counts(documents),
+                         tuple(DocumentProblem(int(documents[d].doc_id), documents[d].category, why)
+                               for d, why in sorted(failed.items())),
+                         tuple(keys[d] for d in sorted(failed)))
+
+
+def _with_invalid(integrity: TaskIntegrity, scored: PreparedTask, generations: Sequence[str],
+                  answers: Sequence[dict[str, str]]) -> TaskIntegrity:
+    """`integrity` with the scored documents' answers that no filter could parse (tasks/filters.py)."""
+    flags = invalid_outputs(scored.config.filters, answers)
+    if flags is None:
+        return integrity
+    invalid = tuple(DocumentProblem(int(doc.doc_id), doc.category, _shown(generation))
+                    for doc, generation, flag in zip(scored.documents, generations, flags) if flag)
+    return dataclasses.replace(integrity, invalid=invalid, invalid_flags=tuple(flags))
+
+
+def _category_counts(documents: Sequence[DocumentRequests]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for doc in documents:
+        if doc.category is not None:
+            counts[doc.category] = counts.get(doc.category, 0) + 1
+    return counts
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[:limit - 4] + "...'"
+
+
+def _retried(backend: Backend) -> int:
+    """The backend's running count of re-sent requests (scoring/backend.py); 0 when it keeps none."""
+    count = getattr(backend, "retried_requests", None)
+    return int(count()) if callable(count) else 0
 
 
 def _count(n: int, noun: str) -> str:

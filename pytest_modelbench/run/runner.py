@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from pytest_modelbench.errors import ModelbenchError, ModelLoadError
+from pytest_modelbench.gate.integrity import combined
 from pytest_modelbench.metrics.group_scores import GroupEvaluation, score_group
 from pytest_modelbench.run.evaluation import BlockScoring, TaskEvaluation, evaluate_task
 from pytest_modelbench.run.third_party_output import loading_output
@@ -145,6 +146,10 @@ class BenchRunner:
         leaves = {leaf.name: self.evaluate(config, leaf_identity)
                   for leaf, config, leaf_identity in group.leaf_tasks}
         evaluation = score_group(group.tree, leaves)
+        if all(leaf.integrity is not None for leaf in leaves.values()):
+            evaluation = dataclasses.replace(evaluation, integrity=combined(
+                [leaves[leaf.name].integrity for leaf in group.tree.leaves()],
+                [leaf.name for leaf in group.tree.leaves()]))
         self.evaluations[identity] = evaluation
         return evaluation
 

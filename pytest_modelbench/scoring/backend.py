@@ -30,8 +30,16 @@ into their continuations counted in order): the front then writes those values t
 progress before the whole call returns. A backend that never calls it still works.
 
 A backend raises RequestError(problem, position) for a request it cannot score (without a position: for none of
-them, e.g. a setting it cannot honour). A backend without the method of an output type cannot run those tasks (a
-ModelLoadError naming the task and the backend).
+them, e.g. a setting it cannot honour). A request that failed for a reason of the run, not of the request (a
+timeout, an HTTP 500 that its own retries did not get past), is returned as `None` or `Unscored(reason)` in its
+place, in the list or through on_batch: its document is left unscored (never scored as wrong), nothing of it is
+cached, and the task's integrity policy decides whether the rest is gated (docs/integrity.md). A document
+loglikelihoods backend returns `None` or `Unscored` for a whole document.
+- `retried_requests() -> int`: optional; how many requests the backend re-sent after a failure so far (a running
+  count): the task's report shows the difference over its scoring.
+
+A backend without the method of an output type cannot run those tasks (a ModelLoadError naming the task and the
+backend).
 
 The front (scoring/front.py) owns the rest: it builds the requests from a prepared task, keys and reads the score
 cache, reports progress, checks what came back (count, shape, kind, finiteness: a BackendResultError naming the
@@ -81,6 +89,20 @@ class GenerationRequest:
 
     context: str
     settings: GenerationSettings
+
+
+@dataclass(frozen=True)
+class Unscored:
+    """A request's place in a backend's answer when the run could not score it (module docstring): why."""
+
+    reason: str
+
+
+def unscored_reason(value: object) -> str | None:
+    """Why a value a backend returned stands for an unscored request; None when it is a value."""
+    if value is None:
+        return "the backend returned None (it could not score the request)"
+    return value.reason if isinstance(value, Unscored) else None
 
 
 @dataclass(frozen=True)

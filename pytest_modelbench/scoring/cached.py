@@ -65,7 +65,8 @@ class WriteBack:
 
 def score_with_cache(n: int, keys: Sequence[bytes] | None, cache, progress: ScoringProgress,
                      compute: Compute) -> list[float]:
-    """Values of `n` requests: those whose key (`keys`; None: no cache) is cached, the rest from `compute`."""
+    """Values of `n` requests: those whose key (`keys`; None: no cache) is cached, the rest from `compute`; None
+    where `compute` gave no value (a request the backend could not score: nothing of it is cached)."""
     results: list[float | None] = [None] * n
     if keys is not None:
         found = cache.get_many(keys)

@@ -42,7 +42,8 @@ def generation_keys(namespace: str, requests: Sequence[Any], batches: Sequence[S
 def generate_with_cache(batches: Sequence[Sequence[int]], keys: Sequence[bytes] | None, cache,
                         progress: ScoringProgress, generate: Generate, *, whole: bool) -> list[str]:
     """Answers of the rows in `batches`: from the cache where every row of a batch is cached (`whole`: where every
-    row of the task is), else from `generate`, whose answers are written to the cache as batches finish."""
+    row of the task is), else from `generate`, whose answers are written to the cache as batches finish; None for a row
+`generate` left unanswered (a request the backend could not score)."""
     answers: dict[int, str] = {}
     if keys is not None:
         found = cache.get_texts(keys)
@@ -64,4 +65,4 @@ def generate_with_cache(batches: Sequence[Sequence[int]], keys: Sequence[bytes] 
         if todo:
             generate(todo, on_done)
     progress.finish()
-    return [answers[i] for i in range(sum(len(batch) for batch in batches))]
+    return [answers.get(i) for i in range(sum(len(batch) for batch in batches))]  # None: not generated

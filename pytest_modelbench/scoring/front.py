@@ -1,6 +1,8 @@
+# Over 400 lines: the one front every backend is driven through, each output type side by side, treated alike.
 """The front every backend is driven through (the seam: scoring/backend.py): a prepared task's requests built in one
-place, the score cache keyed and read, progress reported, the backend's values checked, and a failed request named
-by its document.
+place, the score cache keyed and read, progress reported, the backend's values checked, a failed request named
+by its document, and a request the run could not score (scoring/backend.py, `Unscored`) left in its place, never
+cached: every task-level method returns one value per request, an `Unscored` where the backend could not score it.
 
 `ScoringFront(backend, cache, progress)` is what the evaluation drives (backend.Backend); `TaskFront` gives a
 backend class the same methods over itself, with the cache and progress sink it was built with.
@@ -13,10 +15,13 @@ import math
 from itertools import accumulate
 from typing import Any, Callable, Sequence
 
-from pytest_modelbench.errors import BackendResultError, ModelbenchError, NonFiniteResultError, RequestError
+from pytest_modelbench.errors import (
+    BackendError, BackendResultError, ModelbenchError, NonFiniteResultError, RequestError,
+)
 from pytest_modelbench.numeric import is_number
 from pytest_modelbench.scoring.backend import (
-    BackendInfo, DocumentRequest, GenerationRequest, LoglikelihoodRequest, RollingRequest, output_type_unsupported,
+    BackendInfo, DocumentRequest, GenerationRequest, LoglikelihoodRequest, RollingRequest, Unscored,
+    output_type_unsupported, unscored_reason,
 )
 from pytest_modelbench.scoring.cached import score_greedy_requests, score_requests, score_with_cache
 from pytest_modelbench.scoring.cached_generation import generate_with_cache, generation_keys
@@ -71,6 +76,11 @@ class ScoringFront:
     def describe(self) -> BackendInfo:
         return self.backend.describe()
 
+    def retried_requests(self) -> int:
+        """The backend's running count of re-sent requests (scoring/backend.py); 0 when it keeps none."""
+        count = getattr(self.backend, "retried_requests", None)
+        return int(count()) if callable(count) else 0
+
     def score_task(self, prepared) -> list[float]:
         """A multiple_choice task: one log-likelihood per (document, choice), in order."""
         task = task_name(prepared)
@@ -96,7 +106,12 @@ class ScoringFront:
         """Loose (context, continuation) requests. `documents`: requests per document, in order (for progress);
         without it each request counts as one. A request the backend cannot score is a RequestError at its index."""
         requests = [LoglikelihoodRequest(context, continuation) for context, continuation in requests]
-        return self.values(requests, lambda i: f"{label}, request {i}", documents=documents, label=label)
+        values = self.values(requests, lambda i: f"{label}, request {i}", documents=documents, label=label)
+        failed = next((i for i, value in enumerate(values) if isinstance(value, Unscored)), None)
+        if failed is not None:  # a loose request has no document to leave unscored
+            raise BackendError(f"{label}, request {failed}: {backend_name(self.backend)} could not score it: "
+                               f"{values[failed].reason}")
+        return values
 
     def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]:
         """A loglikelihood task: per document its target's log-likelihood and whether the target is greedy."""
@@ -109,8 +124,11 @@ class ScoringFront:
         def name(i: int) -> str:
             return f"{task}, document {documents[i].doc_id}, continuation {documents[i].continuations[0]!r}"
 
+        failed: dict[int, str] = {}
+
         def compute(todo: list[int], on_done: Callable[[list[int], list[Any]], None]) -> None:
-            self._call(method, requests, todo, on_done, name, _is_greedy_pair, "a (log-likelihood, is_greedy) pair")
+            self._call(method, requests, todo, on_done, name, _is_greedy_pair, "a (log-likelihood, is_greedy) pair",
+                       failed)
 
         try:
             pairs = score_greedy_requests([(r.context, r.continuation) for r in requests], compute,
@@ -118,7 +136,8 @@ class ScoringFront:
                                           progress=self.progress, label=prepared.config.task)
         except RequestError as exc:
             raise _document_error(exc, name) from None
-        self._check_finite([value for value, _ in pairs], name)
+        pairs = _with_failures(pairs, failed)
+        self._check_finite([pair[0] for pair in pairs if not isinstance(pair, Unscored)], name)
         return pairs
 
     def rolling_loglikelihood_task(self, prepared) -> list[float]:
@@ -135,12 +154,14 @@ class ScoringFront:
         def name(i: int) -> str:
             return f"{task}, document {documents[i].doc_id}"
 
+        failed: dict[int, str] = {}
+
         def compute(todo: list[int], on_done: Callable[[list[int], list[Any]], None]) -> None:
-            self._call(method, requests, todo, on_done, name, is_number, "a number")
+            self._call(method, requests, todo, on_done, name, is_number, "a number", failed)
 
         progress = ScoringProgress(self.progress, prepared.config.task, [1] * len(requests))
         try:
-            values = score_with_cache(len(requests), keys, self.cache, progress, compute)
+            values = _with_failures(score_with_cache(len(requests), keys, self.cache, progress, compute), failed)
         except RequestError as exc:
             raise _document_error(exc, name) from None
         self._check_finite(values, name)
@@ -163,14 +184,18 @@ class ScoringFront:
         def name(i: int) -> str:
             return f"{task}, document {documents[i].doc_id}"
 
+        failed: dict[int, str] = {}
+
         def generate(todo_batches: list[list[int]], on_done: Callable[[list[int], list[str]], None]) -> None:
             todo = [i for batch in todo_batches for i in batch]
             self._call(method, requests, todo, lambda positions, answers: on_done([todo[p] for p in positions],
-                                                                                  answers), name, _is_text, "text")
+                                                                                  answers), name, _is_text, "text",
+                       failed)
 
         progress = ScoringProgress(self.progress, prepared.config.task, [1] * len(requests))
         try:
-            return generate_with_cache(batches, keys, self.cache, progress, generate, whole=sampling)
+            return _with_failures(generate_with_cache(batches, keys, self.cache, progress, generate, whole=sampling),
+                                  failed)
         except RequestError as exc:
             raise _document_error(exc, name) from None
 
@@ -178,14 +203,17 @@ class ScoringFront:
 
     def values(self, requests: Sequence[LoglikelihoodRequest], name: Namer, *, documents: Sequence[int] | None,
                label: str) -> list[float]:
-        """`backend.loglikelihoods` over `requests`, cached ones read from the score cache, all checked finite."""
+        """`backend.loglikelihoods` over `requests`, cached ones read from the score cache, all checked finite; an
+        `Unscored` where the backend could not score the request."""
+        failed: dict[int, str] = {}
 
         def compute(todo: list[int], on_done: Callable[[list[int], list[Any]], None]) -> None:
-            self._call(self.backend.loglikelihoods, requests, todo, on_done, name, is_number, "a number")
+            self._call(self.backend.loglikelihoods, requests, todo, on_done, name, is_number, "a number", failed)
 
         values = score_requests([(r.context, r.continuation) for r in requests], compute,
                                 namespace=self._namespace("cache_namespace", False), cache=self.cache,
                                 progress=self.progress, documents=documents, label=label)
+        values = _with_failures(values, failed)
         self._check_finite(values, name)
         return values
 
@@ -207,6 +235,8 @@ class ScoringFront:
             d, c = owners[i]
             return f"{name(d)}, choice {c} ({requests[d].continuations[c]!r})"
 
+        failed: dict[int, str] = {}
+
         def compute(todo: list[int], on_done: Callable[[list[int], list[Any]], None]) -> None:
             scored = sorted({owners[i][0] for i in todo})
             flat = [starts[d] + c for d in scored for c in range(sizes[d])]  # the scored documents' continuations
@@ -227,20 +257,27 @@ class ScoringFront:
                 raise exc.named(name(scored[exc.index])) from None
             rows = self._checked_count(rows, len(scored), lambda k: name(scored[k]))
             for k, (d, row) in enumerate(zip(scored, rows)):
+                if unscored_reason(row) is not None:  # the whole document: each continuation left unscored
+                    rows[k] = [row] * sizes[d]
+                    continue
                 if not isinstance(row, Sequence) or len(row) != sizes[d]:
                     raise BackendResultError(
                         f"{name(d)}: {backend_name(self.backend)} returned {_shown(row)} for a document of "
                         f"{sizes[d]} continuations; a backend returns one log-likelihood per continuation")
             values = [value for row in rows for value in row]
             pass_on(relay.fresh(range(len(values)), values))
+            failed.update((flat[p], reason) for p, reason in relay.failed.items())
 
         values = score_with_cache(len(owners), keys, self.cache, ScoringProgress(self.progress, label, sizes), compute)
+        values = _with_failures(values, failed)
         self._check_finite(values, choice_name)
         return [values[starts[d]:starts[d] + size] for d, size in enumerate(sizes)]
 
-    def _call(self, method, requests, todo: list[int], on_done, name: Namer, usable, kind: str) -> None:
+    def _call(self, method, requests, todo: list[int], on_done, name: Namer, usable, kind: str,
+              failed: dict[int, str]) -> None:
         """`method` over the requests at `todo`, its batches relayed to `on_done` once each, then the values it
-        returned but never relayed; a RequestError's position becomes the request's index."""
+        returned but never relayed; a RequestError's position becomes the request's index. The requests it could
+        not score go to `failed` (request index → why), never to `on_done`."""
         relay = _Relay(len(todo), self, name, lambda p: todo[p], usable, kind)
 
         def pass_on(fresh: list[tuple[int, Any]]) -> None:
@@ -256,6 +293,7 @@ class ScoringFront:
             raise exc.at(todo[exc.index]) from None
         returned = self._checked_count(returned, len(todo), lambda p: name(todo[p]))
         pass_on(relay.fresh(range(len(returned)), returned))
+        failed.update((todo[p], reason) for p, reason in relay.failed.items())
 
     def _checked_count(self, returned: Any, count: int, name: Namer) -> list:
         try:
@@ -271,9 +309,9 @@ class ScoringFront:
                 "a backend returns one value per request, in order")
         return values
 
-    def _check_finite(self, values: Sequence[float], name: Namer) -> None:
+    def _check_finite(self, values: Sequence[Any], name: Namer) -> None:
         for i, value in enumerate(values):
-            if not math.isfinite(value):
+            if not isinstance(value, Unscored) and not math.isfinite(value):
                 raise NonFiniteResultError(
                     f"{name(i)}: the model gave a non-finite log-likelihood ({value}) through "
                     f"{backend_name(self.backend)}; with --dtype float16 or bfloat16 this is usually an overflow, "
@@ -288,10 +326,12 @@ class ScoringFront:
 
 
 class _Relay:
-    """A backend's values for `n` positions: each checked and passed on once, whether in a batch or at the end."""
+    """A backend's values for `n` positions: each checked and passed on once, whether in a batch or at the end; the
+    positions the backend could not score are kept in `failed` (position → why) and never passed on."""
 
     def __init__(self, n: int, front: ScoringFront, name: Namer, index: Callable[[int], int], usable, kind: str):
         self.passed = [False] * n
+        self.failed: dict[int, str] = {}
         self.front, self.name, self.index, self.usable, self.kind = front, name, index, usable, kind
 
     def fresh(self, positions: Sequence[int], values: Sequence[Any]) -> list[tuple[int, Any]]:
@@ -305,11 +345,17 @@ class _Relay:
             if not (isinstance(position, int) and 0 <= position < len(self.passed)):
                 raise BackendResultError(f"{backend} passed a value for position {position!r} of a call of "
                                          f"{len(self.passed)} requests")
+            reason = unscored_reason(value)
+            if reason is not None:
+                if not self.passed[position]:
+                    self.failed.setdefault(position, reason)
+                continue
             if not self.usable(value):
                 raise BackendResultError(f"{self.name(self.index(position))}: {backend} returned {_shown(value)} "
                                          f"({type(value).__name__}), not {self.kind}")
             if not self.passed[position]:
                 self.passed[position] = True
+                self.failed.pop(position, None)  # a value after a failure (a re-send) wins
                 fresh.append((position, value))
         return fresh
 
@@ -339,6 +385,13 @@ class TaskFront:
 
     def generate_task(self, prepared) -> list[str]:
         return self.front().generate_task(prepared)
+
+
+def _with_failures(values: list[Any], failed: dict[int, str]) -> list[Any]:
+    """`values` with an `Unscored` at each request the backend could not score (never cached, never computed)."""
+    for i, reason in failed.items():
+        values[i] = Unscored(reason)
+    return values
 
 
 def _document_error(exc: RequestError, name: Namer) -> ModelbenchError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from itertools import accumulate
 from typing import Sequence
 
-from pytest_modelbench.scoring.backend import OnBatch
+from pytest_modelbench.scoring.backend import OnBatch, Unscored
 from pytest_modelbench.scoring.tokenization import CausalTokenizer, EncodedRequest
 
 
@@ -44,13 +44,21 @@ class WindowTotals:
         self.left = [len(windows) for windows in per_text]
         self.values = [0.0] * len(self.owners)
         self.on_batch = on_batch
+        self.failed: dict[int, Unscored] = {}  # text → why a window of it could not be scored
+
+    def windows_failed(self, indices: Sequence[int], why: str) -> None:
+        """Windows the backend could not score: their texts are unscored (scoring/backend.py, `Unscored`)."""
+        texts = sorted({self.owners[i] for i in indices} - set(self.failed))
+        self.failed.update((t, Unscored(why)) for t in texts)
+        if texts and self.on_batch is not None:
+            self.on_batch(texts, [self.failed[t] for t in texts])
 
     def windows_done(self, indices: Sequence[int], values: Sequence[float]) -> None:
         done = []
         for i, value in zip(indices, values):
             self.values[i] = value
             self.left[self.owners[i]] -= 1
-            if self.left[self.owners[i]] == 0:
+            if self.left[self.owners[i]] == 0 and self.owners[i] not in self.failed:
                 done.append(self.owners[i])
         if done and self.on_batch is not None:
             self.on_batch(done, [self.total(t) for t in done])
@@ -58,5 +66,5 @@ class WindowTotals:
     def total(self, text: int) -> float:
         return sum(self.values[self.starts[text]:self.starts[text + 1]])
 
-    def totals(self) -> list[float]:
-        return [self.total(text) for text in range(len(self.left))]
+    def totals(self) -> list[float | Unscored]:
+        return [self.failed.get(text) or self.total(text) for text in range(len(self.left))]

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from pytest_modelbench.errors import TaskConfigError
 from pytest_modelbench.tasks.document_rules import DocumentRules
-from pytest_modelbench.tasks.filters import NO_FILTER, FilterPipeline, filter_pipelines
+from pytest_modelbench.tasks.filters import INVALID_OUTPUT, NO_FILTER, FilterPipeline, filter_pipelines
 from pytest_modelbench.tasks.gate_block import GateTolerance, check_metric_block, checked_gate_block
 from pytest_modelbench.tasks.generation_settings import GenerationSettings, generation_settings
 from pytest_modelbench.tasks.metric_list import MetricSpec, metric_specs
@@ -189,7 +189,8 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     metric_names = {spec.name for spec in specs}
     task_code_metrics = metric_names if process_results is not None else {
         spec.name for spec in specs if spec.function is not None}
-    check_metric_block(gate.get("metrics"), metric_names, task_code_metrics, path)
+    gated_names = metric_names | {INVALID_OUTPUT} if output_type == "generate_until" else metric_names
+    check_metric_block(gate.get("metrics"), gated_names, task_code_metrics, path)
 
     repeats = raw.get("repeats", 1)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:

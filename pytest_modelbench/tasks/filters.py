@@ -48,6 +48,9 @@ Step = Callable[[list[Responses], Sequence[Mapping[str, Any]], Sequence[str], st
 DocumentStep = Callable[[Responses, Mapping[str, Any], str], list[str]]
 DEFAULT_REGEX = r"#### (\-?[0-9\.\,]+)"
 DEFAULT_FALLBACK = "[invalid]"
+# The gate's entry of a generate_until task: the share of answers no parsing pipeline could parse (invalid_outputs)
+INVALID_OUTPUT = "invalid_output"
+_PARSING_FILTERS = ("regex", "multi_choice_regex")  # the steps that answer their `fallback` when nothing matched
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class FilterPipeline:
     name: str
     steps: tuple[Step, ...] = ()
     repeats: int = 1  # how many responses each document has (lm-eval's `repeats`)
+    # The `fallback` of each parsing step (regex, multi_choice_regex): an answer that is one could not be parsed.
+    fallbacks: frozenset[str] = frozenset()
 
     def apply(self, generation: str, doc: Mapping[str, Any], where: str) -> str:
         """The answer of one document (a task of one document: custom steps see only it)."""
@@ -77,6 +82,16 @@ def filtered_answers(pipelines: Sequence[FilterPipeline], generations: Sequence[
     wheres = [f"{task_where}, document {doc_id}" for doc_id in doc_ids]
     by_pipeline = {pipeline.name: pipeline.apply_all(generations, docs, wheres, task_where) for pipeline in pipelines}
     return [{name: answers[i] for name, answers in by_pipeline.items()} for i in range(len(generations))]
+
+
+def invalid_outputs(pipelines: Sequence[FilterPipeline], answers: Sequence[Mapping[str, str]]) -> list[bool] | None:
+    """Per document, whether no parsing pipeline (one with a regex or multi_choice_regex step) could parse its
+    generation: each of them answered its step's fallback. None when no pipeline parses (nothing can be invalid;
+    a task code filter's failures are its own and are not seen here)."""
+    parsing = [pipeline for pipeline in pipelines if pipeline.fallbacks]
+    if not parsing:
+        return None
+    return [all(answer[p.name] in p.fallbacks for p in parsing) for answer in answers]
 
 
 def _first(responses: Responses, where: str) -> str:
@@ -120,7 +135,9 @@ def filter_pipelines(value: Any, path: Path, resolve: Resolve | None = None, *,
         steps = entry.get("filter")
         if not isinstance(steps, list) or not steps:
             raise TaskConfigError(f"{path}: key '{label}.filter' must be a non-empty list of steps")
-        pipelines.append(FilterPipeline(entry["name"], _steps(steps, path, label, resolve), repeats))
+        fallbacks = frozenset(step.get("fallback", DEFAULT_FALLBACK) for step in steps
+                              if isinstance(step, dict) and step.get("function") in _PARSING_FILTERS)
+        pipelines.append(FilterPipeline(entry["name"], _steps(steps, path, label, resolve), repeats, fallbacks))
     names = [pipeline.name for pipeline in pipelines]
     duplicate = next((name for name in names if names.count(name) > 1), None)
     if duplicate is not None:

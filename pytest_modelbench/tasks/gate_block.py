@@ -12,7 +12,8 @@ from pytest_modelbench.errors import TaskConfigError
 from pytest_modelbench.tasks.metric_list import derived_metric_names
 
 _MARGIN_KEYS = {"absolute_margin", "relative_margin"}
-_GATE_KEYS = _MARGIN_KEYS | {"alpha", "weight", "metrics", "cluster"}
+_SHARE_KEYS = {"max_unscored", "max_invalid"}  # the integrity policy (gate/integrity.py): shares of the documents
+_GATE_KEYS = _MARGIN_KEYS | _SHARE_KEYS | {"alpha", "weight", "metrics", "cluster"}
 _METRIC_KEYS = _MARGIN_KEYS | {"ideal"}
 
 
@@ -29,6 +30,10 @@ class GateTolerance:
     cluster: str | None = None
     # metric → {absolute_margin, relative_margin, ideal}; `ideal` only for a metric the task's own code computes
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The integrity policy (gate/integrity.py): the largest share of documents left unscored, and of answers no
+    # filter could parse, before the task's outcome is `error`; None: the option's or the default
+    max_unscored: float | None = None
+    max_invalid: float | None = None
 
     def ideal(self, metric: str) -> float | None:
         """The YAML's ideal point for a task-code metric: the gate orients it by the distance from that point."""
@@ -51,6 +56,8 @@ def gate_value_problem(key: str, value: Any) -> str | None:
         return f"must lie between {ALPHA_RANGE[0]:g} and {ALPHA_RANGE[1]:g}, got {value!r}"
     if key == "weight" and not WEIGHT_RANGE[0] <= value <= WEIGHT_RANGE[1]:
         return f"must lie between {WEIGHT_RANGE[0]:g} and {WEIGHT_RANGE[1]:g}, got {value!r}"
+    if key in _SHARE_KEYS and not 0 <= value <= 1:
+        return f"must be a share of the documents, between 0 and 1, got {value!r}"
     if value < 0:
         return f"must be >= 0, got {value!r}"
     return None

@@ -101,7 +101,8 @@ def test_a_session_failed_by_a_custom_test_and_an_unused_baseline_says_failed_in
     assert "gate **failed**" in markdown and all(f"- {reason}" in markdown for reason in reasons)
     page = outputs["gate.html"].read_text()
     assert 'gate <b class="failed">failed</b>' in page and "<title>pytest-modelbench gate: failed</title>" in page
-    assert json.loads(outputs["results.json"].read_text())["outcome"] == {"status": "failed", "reasons": reasons}
+    assert json.loads(outputs["results.json"].read_text())["outcome"] == {"status": "failed", "reasons": reasons,
+                                                                       "exit_status": 1}
     suite = ET.parse(outputs["junit.xml"]).getroot().find("testsuite")
     [outcome] = [p.get("value") for p in suite.find("properties") if p.get("name") == "modelbench.gate.outcome"]
-    assert json.loads(outcome) == {"status": "failed", "reasons": reasons}
+    assert json.loads(outcome) == {"status": "failed", "reasons": reasons, "exit_status": 1}

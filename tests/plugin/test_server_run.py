@@ -1,6 +1,7 @@
 """pytest runs scored on a server (`--server-url`, tests/fixtures/openai_server.py over the tiny model): the same
-numbers and baseline as a local run; a server killed mid-run fails the item with a named error and writes no
-baseline, and the re-run after a restart completes, reusing the scores cached before the kill."""
+numbers and baseline as a local run; a server killed mid-run leaves the rest of the task unscored: the task is in
+`error` (the run, not the model; exit status 7) with the server named, no baseline is written, and the re-run after
+a restart completes, reusing the scores cached before the kill."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_modelbench.gate.decision import EXIT_STATUS_INTEGRITY
 from pytest_modelbench.scoring.server.identity import PROBE_TEXTS
 from tests.fixtures.gate_tasks import pool_documents, write_task
 from tests.fixtures.server_process import start_server
@@ -60,7 +62,7 @@ def test_bad_server_options_are_usage_errors(pytester, option, value, message):
     result.stderr.fnmatch_lines([f"*{message}*"])
 
 
-def test_a_killed_server_fails_the_item_writes_no_baseline_and_the_rerun_reuses_the_cache(
+def test_a_killed_server_leaves_the_task_in_error_writes_no_baseline_and_the_rerun_reuses_the_cache(
         pytester, tiny_model, monkeypatch):
     documents = pool_documents(REQUESTS // 2, seed=3)
     assert len({(d["text"], option) for d in documents for option in d["options"]}) == REQUESTS  # no repeats
@@ -81,7 +83,8 @@ def test_a_killed_server_fails_the_item_writes_no_baseline_and_the_rerun_reuses_
         server.kill()
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
-    assert process.returncode == pytest.ExitCode.TESTS_FAILED, output
+    assert process.returncode == EXIT_STATUS_INTEGRITY, output
+    assert "error (the run, not the model): task 'probe/served_probe'" in output
     assert f"no scoring server could answer: server {server.url}" in output
     assert "Traceback" not in output
     assert not (pytester.path / "baselines").exists() or not any((pytester.path / "baselines").rglob("*.json"))

@@ -5,6 +5,7 @@ servers, and servers that drop the stop, truncate, overrun the budget or return 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 import time
@@ -289,3 +290,34 @@ def test_a_served_sampled_run_is_not_comparable_with_a_local_one():
     local = scoring_protocol(evaluation, BackendInfo("m", "f", "causal", "float32", "cpu"), 1)
     served = scoring_protocol(evaluation, BackendInfo("m", "f", "causal", "", "server http://a:8000/v1 (serving m)"), 1)
     assert "torch seed 1234 per task" in local and "on a server" in served and "seed 1234 per request" in served
+
+
+def test_retries_are_counted_and_requests_that_still_fail_are_unscored_never_cached(tiny_loaded, healthy, tmp_path):
+    """Integrity before quality (docs/integrity.md) on a server: 503s retried are counted and the answers are the
+    healthy server's; 500s past the retries leave their documents unscored (the gate's `error`), cache nothing, and
+    the re-run generates exactly those."""
+    from pytest_modelbench.gate.integrity import IntegrityLimits, integrity_problems
+
+    prepared = generative_task(tmp_path, max_gen_toks=4)
+    expected = local_answers(tiny_loaded, prepared, 254)
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    scorer = backend(tiny_loaded.tokenizer, healthy.url, concurrency=1, retries=2, cache=cache)
+    half = dataclasses.replace(prepared, documents=prepared.documents[:3])
+    healthy.set_fault("flaky")  # every other request answers 503: each retried once, then answered
+    try:
+        transient = evaluate_task(half, scorer)
+        healthy.set_fault("error")  # every request answers 500: the rest cannot be scored
+        permanent = evaluate_task(prepared, scorer)
+    finally:
+        healthy.set_fault("none")
+    assert transient.integrity.retried >= 2 and transient.integrity.unscored == ()
+    assert transient.generations == expected[:3]
+    assert permanent.generations == expected[:3]  # the first three from the cache, the rest unscored
+    assert [p.doc_id for p in permanent.integrity.unscored] == [3, 4, 5]
+    assert "HTTP 500: injected failure" in permanent.integrity.unscored[0].problem
+    assert integrity_problems(permanent.integrity, IntegrityLimits(), recording=False) == [
+        "3 of 6 documents unscored (50.0%, limit 1.0%)"]
+    generated_before = healthy.stats()["generations"]
+    rerun = evaluate_task(prepared, scorer)
+    assert rerun.generations == expected and rerun.integrity.unscored == ()
+    assert healthy.stats()["generations"] - generated_before == 3  # nothing of the failed requests was cached

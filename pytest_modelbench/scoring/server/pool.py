@@ -7,8 +7,11 @@ windows), or generations (generate_until, scorer.py); retries, re-sends and the 
 every kind.
 - A transient failure (connection error, timeout, 429, 5xx) puts the batch back on the queue for any server and makes
   the worker wait (exponential backoff). A worker whose requests fail `retries + 1` times in a row stops, so a dead
-  server's workers all stop and the live servers take the work. When no worker is left (or one batch failed
-  `retries + 1` times per server) the call ends with an error naming the servers and what they said.
+  server's workers all stop and the live servers take the work. A batch that failed `retries + 1` times per server,
+  and every batch left when no worker is left, is given up: with `on_failed` the caller learns which and why (its
+  requests are left unscored, scoring/backend.py `Unscored`) and the other batches go on; without it the call ends
+  with an error naming the servers and what they said. Every re-send after a transient failure is counted
+  (`retried`, a running count the task's report shows).
 - A straggler (a batch in flight for over `STRAGGLER_FACTOR` times the median time of the batches done so far, and
   at least `STRAGGLER_MIN_S`) is sent again by a worker that has nothing else to do; the first answer wins. So a
   server that hangs or slows down holds up the run for a few batch-times, not for `--server-timeout`.
@@ -56,14 +59,16 @@ class ServerPool:
         self.models = list(models)
         self.concurrency = max(concurrency, len(self.servers))
         self.retries = retries
+        self.retried = 0  # batches re-sent after a transient failure, over every call (ServerScorer.retried_requests)
 
     def describe(self) -> str:
         return ", ".join(str(s) for s in self.servers)
 
     def run(self, batches: Sequence[Sequence[Sequence[int]]], on_done: Callable[[int, list[Any]], None],
-            request: Request = prompt_logprobs) -> None:
+            request: Request = prompt_logprobs, on_failed: Callable[[int, str], None] | None = None) -> None:
         """`request` (default: prompt log-probabilities) for every batch; `on_done(batch index, values)` once per batch,
-        as each completes."""
+        as each completes; `on_failed(batch index, why)` once per batch given up after its retries (module
+        docstring; without it such a batch ends the call with a ServerError)."""
         if not batches:
             return
         work: queue.Queue[_Batch] = queue.Queue()
@@ -76,21 +81,33 @@ class ServerPool:
         for k, s in enumerate(assignment):
             threading.Thread(target=self._worker, args=(s, work, results, stop, state, request), daemon=True,
                              name=f"modelbench-server-{self.servers[s]}-{k}").start()
-        remaining = len(batches)
+        left = set(range(len(batches)))
         try:
-            while remaining:
+            while left:
                 try:
                     kind, first, second = results.get(timeout=0.2)
                 except queue.Empty:
                     if state.all_down():
-                        raise ServerError(self._all_down_message(state)) from None
+                        if on_failed is None:
+                            raise ServerError(self._all_down_message(state)) from None
+                        for index in sorted(left):
+                            on_failed(index, self._all_down_message(state))
+                        return
                     continue
                 if kind == "error":
                     raise first  # type: ignore[misc]
-                on_done(first, second)  # type: ignore[arg-type]
-                remaining -= 1
+                if first not in left:
+                    continue
+                left.discard(first)  # type: ignore[arg-type]
+                if kind == "failed":
+                    if on_failed is None:
+                        raise ServerError(second)  # type: ignore[arg-type]
+                    on_failed(first, second)  # type: ignore[arg-type]
+                else:
+                    on_done(first, second)  # type: ignore[arg-type]
         finally:
             stop.set()
+            self.retried += state.retried
 
     def _worker(self, server_index: int, work: queue.Queue, results: queue.Queue, stop: threading.Event,
                 state: "_PoolState", request: Request) -> None:
@@ -106,6 +123,8 @@ class ServerPool:
                         continue
                 if not state.started(batch):
                     continue  # answered already (a straggler's other copy)
+                if batch.failures:
+                    state.count_retry()  # a re-send after a transient failure
                 began = time.monotonic()
                 try:
                     values = request(server, self.models[server_index], batch.prompts)
@@ -114,9 +133,9 @@ class ServerPool:
                     batch.failures += 1
                     state.last_error[server_index] = str(exc)
                     if batch.failures > (self.retries + 1) * len(self.servers):  # fails everywhere: not a dead server
-                        results.put(("error", ServerError(
-                            f"no scoring server could answer: {exc} (one request failed {batch.failures} times on "
-                            f"{self.describe()})"), None))
+                        if state.given_up(batch):
+                            results.put(("failed", batch.index, f"no scoring server could answer: {exc} (one request "
+                                         f"failed {batch.failures} times on {self.describe()})"))
                         return
                     if state.failed(batch):
                         work.put(batch)
@@ -155,6 +174,7 @@ class _PoolState:
         self._done: set[int] = set()
         self._seconds: list[float] = []
         self.last_error: list[str | None] = [None] * len(workers_per_server)
+        self.retried = 0
 
     def started(self, batch: _Batch) -> bool:
         """Record a copy of `batch` going out; False when it is answered already."""
@@ -169,6 +189,15 @@ class _PoolState:
         """Record an answer; True for the first answer of the batch (the one to pass on)."""
         with self._lock:
             self._seconds.append(seconds)
+            if batch.index in self._done:
+                return False
+            self._done.add(batch.index)
+            self._in_flight.pop(batch.index, None)
+            return True
+
+    def given_up(self, batch: _Batch) -> bool:
+        """Record a batch given up after its retries; True unless it was answered already (by another copy)."""
+        with self._lock:
             if batch.index in self._done:
                 return False
             self._done.add(batch.index)
@@ -202,6 +231,10 @@ class _PoolState:
             index = min(late)[1]
             self._resent.add(index)
             return self._in_flight[index][0]
+
+    def count_retry(self) -> None:
+        with self._lock:
+            self.retried += 1
 
     def worker_ended(self, i: int) -> None:
         with self._lock:

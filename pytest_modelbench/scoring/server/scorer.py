@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 from pytest_modelbench.errors import RequestError, ServerAnswerError, ServerError
 from pytest_modelbench.scoring.backend import (
-    BackendInfo, GenerationRequest, LoglikelihoodRequest, OnBatch, RollingRequest, output_type_unsupported,
+    BackendInfo, GenerationRequest, LoglikelihoodRequest, OnBatch, RollingRequest, Unscored, output_type_unsupported,
 )
 from pytest_modelbench.scoring.causal import DEFAULT_MAX_LENGTH
 from pytest_modelbench.scoring.front import TaskFront
@@ -76,6 +76,10 @@ class ServerScorer(TaskFront):
     def describe(self) -> BackendInfo:
         return self.info
 
+    def retried_requests(self) -> int:
+        """The seam's: HTTP requests re-sent after a transient failure, so far (scoring/server/pool.py)."""
+        return self.pool.retried
+
     @property
     def max_length(self) -> int:
         """The local path's `max_length` that this server's window matches (module docstring)."""
@@ -87,7 +91,7 @@ class ServerScorer(TaskFront):
         from pytest_modelbench.scoring.generation import context_limit, stop_sequences
 
         self.generation_identity()  # servers of one run must generate alike
-        answers = [""] * len(requests)
+        answers: list[str | Unscored] = [""] * len(requests)
         self.last_token_ids = {}
         by_settings: dict = {}
         for i, request in enumerate(requests):
@@ -116,7 +120,14 @@ class ServerScorer(TaskFront):
                 if on_batch is not None:
                     on_batch(batches[k], texts)
 
-            self.pool.run([[contexts[i] for i in batch] for batch in batches], batch_done, request=request)
+            def batch_failed(k: int, why: str, batches=batches) -> None:
+                for i in batches[k]:
+                    answers[i] = Unscored(why)
+                if on_batch is not None:
+                    on_batch(batches[k], [answers[i] for i in batches[k]])
+
+            self.pool.run([[contexts[i] for i in batch] for batch in batches], batch_done, request=request,
+                          on_failed=batch_failed)
         return answers
 
     def rolling_loglikelihoods(self, requests: Sequence[RollingRequest], on_batch: OnBatch | None = None
@@ -135,7 +146,7 @@ class ServerScorer(TaskFront):
                                              for j, lp in zip(batches[b], logprobs)])
 
         self.pool.run([[list(windows[j].context + windows[j].continuation) for j in batch] for batch in batches],
-                      batch_done)
+                      batch_done, on_failed=lambda b, why: totals.windows_failed(batches[b], why))
         return totals.totals()
 
     def generation_cache_namespace(self) -> str | None:
@@ -189,7 +200,7 @@ class ServerScorer(TaskFront):
                 raise RequestError(exc.problem, j) from None
         step = self.prompts_per_request
         batches = [list(range(start, min(start + step, len(prompts)))) for start in range(0, len(prompts), step)]
-        values = [0.0] * len(prompts)
+        values: list[float | Unscored] = [0.0] * len(prompts)
 
         def batch_done(b: int, logprobs: list[list[float]]) -> None:
             batch = [sum(lp[len(lp) - len(encoded[j].continuation):]) for j, lp in zip(batches[b], logprobs)]
@@ -198,7 +209,13 @@ class ServerScorer(TaskFront):
             if on_batch is not None:
                 on_batch(batches[b], batch)
 
-        self.pool.run([[prompts[j] for j in batch] for batch in batches], batch_done)
+        def batch_failed(b: int, why: str) -> None:
+            for j in batches[b]:
+                values[j] = Unscored(why)
+            if on_batch is not None:
+                on_batch(batches[b], [values[j] for j in batches[b]])
+
+        self.pool.run([[prompts[j] for j in batch] for batch in batches], batch_done, on_failed=batch_failed)
         return values
 
     def _prompt(self, context: tuple[int, ...], continuation: tuple[int, ...]) -> list[int]:

@@ -1,0 +1,207 @@
+"""Integrity before quality (docs/integrity.md), through pytest with backends of the user's own (--backend): a backend
+that cannot score a fifth of one task's requests leaves that task in `error` (not regressed) with its counts, gates
+the healthy task beside it, exits 7 (the merge of its run record too) and caches nothing of the failed requests, so
+the re-run asks the backend for exactly those; a generation task whose answers stop parsing regresses on its
+invalid_output entry, and the failure says why."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import xml.etree.ElementTree as ElementTree
+
+import jsonschema
+import pytest
+
+from pytest_modelbench.__main__ import main
+from pytest_modelbench.gate.decision import EXIT_STATUS_INTEGRITY
+from pytest_modelbench.outputs.results import RESULTS_SCHEMA
+
+# Knows every answer; a question listed in failing.json is a request it cannot score (as after a server's HTTP 500s).
+BACKEND = '''
+import json
+from pathlib import Path
+
+from pytest_modelbench.scoring.backend import BackendInfo, Unscored
+
+HERE = Path(__file__).parent
+
+
+class FlakyBackend:
+    def __init__(self, model):
+        self.model = model
+
+    def loglikelihoods(self, requests, on_batch=None):
+        failing = set(json.loads((HERE / "failing.json").read_text())) if (HERE / "failing.json").exists() else set()
+        values = []
+        with open(HERE / "asked.jsonl", "a", encoding="utf-8") as log:
+            for request in requests:
+                question, _, gold = request.context.partition("|")
+                log.write(json.dumps([question, request.continuation]) + "\\n")
+                if question in failing:
+                    values.append(Unscored("HTTP 500 from the model server"))
+                else:
+                    values.append(0.0 if request.continuation.strip() == gold.split("\\n")[0] else -1.0)
+        return values
+
+    def generate(self, requests, on_batch=None):
+        fmt = (HERE / "format.txt").read_text() if (HERE / "format.txt").exists() else "Answer: {}"
+        return [fmt.format(request.context.partition("|")[2].split("\\n")[0]) for request in requests]
+
+    def describe(self):
+        return BackendInfo(self.model, "flaky:v1", "causal", "", "cpu")
+
+    def cache_namespace(self, shared_tokens):
+        return "flaky:v1"
+
+    def generation_cache_namespace(self):
+        return None
+
+
+def make(model, model_args, device):
+    return FlakyBackend(model)
+'''
+CHOICE_TASK = """\
+task: {name}
+dataset_path: json
+dataset_kwargs:
+  data_files: {{test: {name}.jsonl}}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "{{{{q}}}}|{{{{gold}}}}\\nAnswer:"
+doc_to_target: 0
+doc_to_choice: choices
+modelbench:
+  category_field: group
+"""
+GENERATION_TASK = """\
+task: letters
+dataset_path: json
+dataset_kwargs:
+  data_files: {test: letters.jsonl}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{q}}|{{gold}}\\n"
+doc_to_target: gold
+generation_kwargs:
+  until: ["\\n"]
+filter_list:
+  - name: strict
+    filter:
+      - function: regex
+        regex_pattern: "Answer: ([A-D])"
+      - function: take_first
+metric_list:
+  - metric: exact_match
+"""
+DOCUMENTS = 20
+
+
+def rows(name: str) -> list[dict]:
+    return [{"q": f"{name}-{i}", "gold": "ABCD"[i % 4], "choices": ["ABCD"[i % 4], "ABCD"[(i + 1) % 4]],
+             "group": f"g{i % 2}"} for i in range(DOCUMENTS)]
+
+
+@pytest.fixture
+def project(pytester, monkeypatch):
+    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
+    (pytester.path / "mybackend.py").write_text(textwrap.dedent(BACKEND), encoding="utf-8")
+    suite = pytester.path / "suites" / "toy"
+    suite.mkdir(parents=True)
+    for name in ("healthy", "flaky"):
+        (suite / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows(name)), encoding="utf-8")
+        (suite / f"{name}.yaml").write_text(CHOICE_TASK.format(name=name), encoding="utf-8")
+    (suite / "letters.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows("letters")), encoding="utf-8")
+    (suite / "letters.yaml").write_text(GENERATION_TASK, encoding="utf-8")
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    return pytester
+
+
+def run(project, *args: str):
+    return project.runpytest("-p", "no:cacheprovider", "--backend=mybackend:make", "--model=m", *args)
+
+
+def asked(project) -> list[list[str]]:
+    log = project.path / "asked.jsonl"
+    requests = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    log.unlink(missing_ok=True)
+    return requests
+
+
+def test_failed_requests_are_the_runs_error_and_the_rerun_scores_only_them(project):
+    run(project, "--snapshot-update", "--no-cache", "-k", "not letters").assert_outcomes(passed=2)
+    asked(project)
+    failing = [f"flaky-{i}" for i in range(0, DOCUMENTS, 5)]  # a fifth of its requests, two in each group
+    (project.path / "failing.json").write_text(json.dumps(failing))
+    out, junit, record = (project.path / name for name in ("r.json", "junit.xml", "record.json"))
+    result = run(project, "-k", "not letters", f"--results-json={out}", f"--junitxml={junit}",
+                 f"--run-record={record}", "--md-report=gate.md", "--html-report=gate.html")
+
+    assert result.ret == EXIT_STATUS_INTEGRITY
+    result.assert_outcomes(passed=1, failed=1)
+    document = json.loads(out.read_text())
+    jsonschema.validate(document, json.loads(RESULTS_SCHEMA.read_text()))
+    gate = document["gate"]
+    assert gate["toy/healthy"]["status"] == "pass"  # still gated beside it
+    flaky = gate["toy/flaky"]
+    assert flaky["status"] == "error" and flaky["entries"] == []
+    counts = flaky["integrity"]
+    assert (counts["documents"], counts["unscored"]) == (DOCUMENTS, len(failing))
+    assert counts["by_category"] == {"g0": {"documents": 10, "unscored": 2, "invalid_outputs": 0},
+                                     "g1": {"documents": 10, "unscored": 2, "invalid_outputs": 0}}
+    assert counts["unscored_examples"][0] == {"doc_id": 0, "category": "g0",
+                                              "problem": "HTTP 500 from the model server"}
+    assert document["outcome"]["exit_status"] == EXIT_STATUS_INTEGRITY
+    output = result.stdout.str()
+    assert "error (the run, not the model): task 'toy/flaky': 4 of 20 documents unscored (20.0%, limit 1.0%)" \
+        in output
+    assert "toy/flaky: retried 0 requests, 4 of 20 documents unscored" in output
+    markdown, page = ((project.path / name).read_text() for name in ("gate.md", "gate.html"))
+    assert "| toy/flaky | error |" in markdown and ">error</span>" in page
+    for text in (markdown, page):  # every report: the outcome, the counts, a document
+        assert "retried 0 requests, 4 of 20 documents unscored" in text and "HTTP 500 from the model server" in text
+    properties = {p.get("name") for p in ElementTree.parse(junit).iter("property")}
+    assert "modelbench.gate-integrity" in properties
+    assert main(["merge", str(record), "--", "-k", "not letters"]) == EXIT_STATUS_INTEGRITY  # as the run exited
+
+    first_asked = asked(project)
+    assert len(first_asked) == 2 * 2 * DOCUMENTS  # two tasks, two choices each, nothing cached yet
+    (project.path / "failing.json").unlink()
+    rerun = run(project, "-k", "not letters")
+    rerun.assert_outcomes(passed=2)
+    assert rerun.ret == 0
+    # nothing of a failed request was cached, everything else was: the backend is asked for those requests only
+    assert sorted(q for q, _ in asked(project)) == sorted(2 * failing)
+
+
+def test_a_limit_from_the_command_line_or_the_yaml_admits_a_few_unscored_documents(project):
+    run(project, "--snapshot-update", "--no-cache", "-k", "flaky").assert_outcomes(passed=1)
+    (project.path / "failing.json").write_text(json.dumps(["flaky-3"]))
+    assert run(project, "-k", "flaky", "--no-cache").ret == EXIT_STATUS_INTEGRITY
+    out = project.path / "r.json"
+    result = run(project, "-k", "flaky", "--no-cache", "--max-unscored=0.1", f"--results-json={out}")
+    result.assert_outcomes(passed=1)  # 1 of 20 (1 of 10 in its group) within 10%: compared on the other 19
+    flaky = json.loads(out.read_text())["gate"]["toy/flaky"]
+    assert flaky["status"] == "pass" and flaky["n_documents"] == DOCUMENTS - 1
+    assert {e["n"] for e in flaky["entries"] if e["category"] is None} == {DOCUMENTS - 1}
+    yaml = project.path / "suites" / "toy" / "flaky.yaml"
+    yaml.write_text(yaml.read_text() + "  gate:\n    max_unscored: 0.1\n")
+    run(project, "-k", "flaky", "--no-cache").assert_outcomes(passed=1)
+    assert run(project, "-k", "flaky", "--no-cache", "--max-unscored=0").ret == EXIT_STATUS_INTEGRITY
+    # a baseline is recorded only from a run that scored every document, whatever the limit
+    baseline = next((project.path / "baselines").rglob("flaky.json"))
+    recorded = baseline.read_text()
+    assert run(project, "-k", "flaky", "--no-cache", "--snapshot-update").ret == EXIT_STATUS_INTEGRITY
+    assert baseline.read_text() == recorded
+
+
+def test_answers_that_stop_parsing_regress_the_invalid_output_entry_and_say_why(project):
+    run(project, "--snapshot-update", "--no-cache", "-k", "letters").assert_outcomes(passed=1)
+    (project.path / "format.txt").write_text("The answer is ({}).")  # a template change: no filter parses it
+    result = run(project, "-k", "letters", "--no-cache")
+    assert result.ret == 1  # the model's answers, not the run: a regression
+    output = result.stdout.str()
+    assert "why: invalid_output: 20 of 20 answers no filter could parse (baseline: 0.0%), e.g. document 0: " \
+           "'The answer is (A).'" in output
+    invalid_row = next(line for line in output.splitlines() if line.lstrip().startswith("invalid_output"))
+    assert "regressed" in invalid_row

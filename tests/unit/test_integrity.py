@@ -1,0 +1,127 @@
+"""Integrity before quality, the gate core's part (gate/integrity.py, docs/integrity.md): which answers count as
+invalid, the limits and where they come from, the documents dropped from both sides of the pairing, a legacy
+baseline without the invalid_output entry, and the exit status a session of integrity failures gets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, EXIT_STATUS_INTEGRITY, SessionDecision
+from pytest_modelbench.gate.integrity import (
+    DEFAULT_MAX_UNSCORED, DocumentProblem, IntegrityLimits, TaskIntegrity, comparable_candidate,
+    integrity_problems, limits_for, paired_baseline,
+)
+from pytest_modelbench.gate.baseline import MetricInfo, rebaseline_problem
+from pytest_modelbench.gate.compare import compare
+from pytest_modelbench.gate.result import STATUS_COMPARED, STATUS_ERROR, GateResult
+from pytest_modelbench.tasks.filters import INVALID_OUTPUT, filter_pipelines, invalid_outputs
+from pytest_modelbench.tasks.gate_block import GateTolerance
+from tests.fixtures.gate_records import ACC, make_record
+
+PIPELINES = [
+    {"name": "strict", "filter": [{"function": "regex", "regex_pattern": r"#### (\d+)"}, {"function": "take_first"}]},
+    {"name": "flexible", "filter": [{"function": "regex", "regex_pattern": r"(\d+)", "fallback": "none found"},
+                                    {"function": "take_first"}]},
+    {"name": "raw", "filter": [{"function": "lowercase"}, {"function": "take_first"}]},
+]
+
+
+def test_an_answer_is_invalid_only_when_no_parsing_pipeline_parses_it():
+    pipelines = filter_pipelines(PIPELINES, Path("t.yaml"))
+    answers = [{"strict": "[invalid]", "flexible": "12", "raw": "x"},  # the flexible pipeline parsed it
+               {"strict": "[invalid]", "flexible": "none found", "raw": "x"},  # each answered its own fallback
+               {"strict": "7", "flexible": "7", "raw": "x"}]
+    assert invalid_outputs(pipelines, answers) == [False, True, False]
+    assert invalid_outputs(filter_pipelines(PIPELINES[2:], Path("t.yaml")), answers) is None  # nothing parses
+
+
+def _integrity(unscored: dict[int, str | None], documents: int = 200, invalid: int = 0) -> TaskIntegrity:
+    categories = {"a": documents // 2, "b": documents // 2}
+    problems = tuple(DocumentProblem(d, category, "HTTP 500") for d, category in unscored.items())
+    flags = tuple([True] * invalid + [False] * (documents - len(unscored) - invalid))
+    return TaskIntegrity(documents, categories, problems, tuple(f"k{d}" for d in unscored),
+                         invalid=tuple(DocumentProblem(i, "a", "'?'") for i in range(invalid)), invalid_flags=flags)
+
+
+def test_the_unscored_share_is_checked_overall_and_per_category_and_recording_takes_every_document():
+    limits = IntegrityLimits()
+    assert integrity_problems(_integrity({1: "a", 2: "b"}), limits, recording=False) == []  # 1% of 200, of 100
+    assert integrity_problems(_integrity({1: "a", 2: "a"}), limits, recording=False) == [
+        "category a: 2 of 100 documents unscored (2.0%, limit 1.0%)"]
+    assert integrity_problems(_integrity({d: "a" for d in range(3)}), limits, recording=False) == [
+        "3 of 200 documents unscored (1.5%, limit 1.0%)"]
+    assert integrity_problems(_integrity({1: "a"}), limits, recording=True) == [
+        "1 of 200 documents unscored, and a baseline is recorded only from a run that scored every document"]
+
+
+def test_the_invalid_share_has_no_limit_unless_one_is_set():
+    integrity = _integrity({}, invalid=200)
+    assert integrity_problems(integrity, IntegrityLimits(), recording=False) == []
+    assert integrity_problems(integrity, IntegrityLimits(max_invalid=0.5), recording=False) == [
+        "200 of 200 answers no filter could parse (100.0%, limit 50.0%)"]
+
+
+def test_limits_come_from_the_command_line_then_the_yaml_then_the_defaults():
+    yaml = GateTolerance(max_unscored=0.05)
+    assert limits_for(yaml, {}) == IntegrityLimits(0.05, 1.0)
+    assert limits_for(yaml, {"max_unscored": 0.0, "max_invalid": 0.2}) == IntegrityLimits(0.0, 0.2)
+    assert limits_for(GateTolerance(), {}) == IntegrityLimits(DEFAULT_MAX_UNSCORED, 1.0)
+
+
+def test_unscored_documents_are_dropped_from_both_sides_of_the_pairing():
+    baseline = make_record({"acc": [1, 1, 1, 1, 0, 0]})
+    keys = baseline.doc_keys
+    # the candidate scored documents 0-3: its two unscored documents were the baseline's two failures
+    candidate = make_record({"acc": [1, 1, 1, 1]}, keys=keys[:4])
+    assert rebaseline_problem(baseline, candidate) is not None  # as it is, not comparable
+    paired = paired_baseline(baseline, candidate, keys[4:])
+    assert rebaseline_problem(paired, candidate) is None
+    entry = compare(paired, candidate, candidate.tolerance).entries[0]
+    assert (entry.n, entry.baseline, entry.candidate) == (4, 1.0, 1.0)  # not 4/6 against 4/4: no false improvement
+    # documents missing that the run did not leave unscored: the baseline stays whole (re-baseline required)
+    assert paired_baseline(baseline, candidate, keys[5:]) is baseline
+
+
+def test_a_baseline_recorded_before_the_invalid_output_entry_is_compared_on_the_entries_it_has():
+    invalid = MetricInfo(INVALID_OUTPUT, "lower", None, True)
+    baseline = make_record({"acc": [1, 0, 1]})
+    candidate = make_record({"acc": [1, 0, 1], INVALID_OUTPUT: [0, 1, 0]}, metrics=[ACC, invalid])
+    assert rebaseline_problem(baseline, candidate) is not None
+    compared = comparable_candidate(baseline, candidate)
+    assert rebaseline_problem(baseline, compared) is None and INVALID_OUTPUT not in compared.values
+    assert comparable_candidate(candidate, candidate) is candidate  # a baseline with the entry: compared on it
+    assert np.array_equal(candidate.values[INVALID_OUTPUT], [0, 1, 0])
+
+
+def _result(task: str, status: str, verdict: str | None = None) -> GateResult:
+    return GateResult(task=task, status=status, verdict=verdict, baseline="b", baseline_name="default",
+                      nodeid=f"{task}.yaml::{task}", failed=status == STATUS_ERROR or verdict == "regressed")
+
+
+@pytest.mark.parametrize(("results", "failed_tests", "status"), [
+    ([_result("s/a", STATUS_ERROR), _result("s/b", STATUS_COMPARED, "pass")], set(), EXIT_STATUS_INTEGRITY),
+    ([_result("s/a", STATUS_ERROR), _result("s/b", STATUS_COMPARED, "regressed")], set(), EXIT_STATUS_FAIL),
+    ([_result("s/a", STATUS_ERROR)], {"test_x.py::test_custom"}, EXIT_STATUS_FAIL),
+    ([_result("s/b", STATUS_COMPARED, "pass")], set(), 0),
+])
+def test_a_session_whose_only_failures_are_runs_exits_7_and_a_quality_failure_wins(results, failed_tests, status):
+    decision = SessionDecision("default", results=results, failed_tests={r.nodeid for r in results if r.failed}
+                               | failed_tests, pytest_status=1 if status else 0)
+    assert decision.outcome().exit_status == status
+    assert decision.outcome_json()["exit_status"] == status
+
+
+def test_limits_out_of_range_are_refused_naming_the_option_or_key(tmp_path):
+    from pytest_modelbench.errors import TaskConfigError
+    from pytest_modelbench.gate.policy import GateOptionError, checked_overrides
+    from pytest_modelbench.tasks.gate_block import checked_gate_block
+
+    with pytest.raises(GateOptionError, match=r"--max-unscored must be a share of the documents, between 0 and 1, "
+                                              r"got 2\.0"):
+        checked_overrides({"--max-unscored": 2.0})
+    assert checked_overrides({"--max-invalid": 0.5, "--max-unscored": None}) == {"max_invalid": 0.5}
+    with pytest.raises(TaskConfigError, match=r"t\.yaml: key 'modelbench\.gate\.max_invalid' must be a share"):
+        checked_gate_block({"max_invalid": -0.1}, tmp_path / "t.yaml")
