@@ -104,8 +104,10 @@ class RunRecorder:
             return None
         root = item.config.rootpath
         return {"backend": dataclasses.asdict(runner.backend().describe()),
-                "tasks": [[task_key(e.prepared.config, root), task_outputs(e.prepared, e.loglikelihoods,
-                                                                           e.generations, e.greedy)] for e in scored]}
+                "tasks": [[task_key(e.prepared.config, root), task_outputs(
+                    e.prepared, e.loglikelihoods, e.generations, e.greedy,
+                    [] if e.integrity is None else [(u.doc_id, u.problem) for u in e.integrity.unscored])]
+                    for e in scored]}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         before = self.outcomes.get(report.nodeid, "passed")

@@ -6,7 +6,9 @@ group's override of a task is a variant of its own), each document's id, a diges
 everything it asked of the model (prompt, choices or target, generation settings) and what the model answered
 (`task_outputs`): per choice a log-likelihood (multiple_choice), a log-likelihood and its greedy flag
 (loglikelihood), one log-likelihood (loglikelihood_rolling), or the raw generation, before any filter
-(generate_until). `ReplayBackend` answers a task only when every document's requests are the recorded ones;
+(generate_until); and the documents the run left unscored (docs/integrity.md), each with why: they are replayed
+unscored, so the task's integrity limits judge the re-scored run as they judged the recorded one. `ReplayBackend`
+answers a task only when every document's requests are the recorded ones;
 otherwise it refuses, naming the task and the first document whose prompt or requests differ. A change confined to
 filters, metrics, the gold answers or the gate replays. It describes itself as the recorded backend did, so the
 candidate's provenance is the recorded run's, and it has no score cache: nothing is read from or written to one.
@@ -23,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.numeric import is_number
-from pytest_modelbench.scoring.backend import BackendInfo
+from pytest_modelbench.scoring.backend import BackendInfo, Unscored
 from pytest_modelbench.scoring.front import (
     document_requests, generation_requests, rolling_requests, target_requests, task_name,
 )
@@ -69,9 +71,10 @@ def request_digests(prepared: Any) -> list[tuple[str, str]]:
 
 
 def task_outputs(prepared: Any, loglikelihoods: Sequence[Sequence[float]], generations: Sequence[str] | None,
-                 greedy: Sequence[bool] | None) -> dict[str, Any]:
-    """A task's documents and the model's outputs for them, as a run record holds them (an evaluation's
-    loglikelihoods, generations and greedy flags: run/evaluation.py)."""
+                 greedy: Sequence[bool] | None, unscored: Sequence[tuple[int, str]] = ()) -> dict[str, Any]:
+    """A task's documents and the model's outputs for them, as a run record holds them (an evaluation's scored
+    documents, loglikelihoods, generations and greedy flags: run/evaluation.py), and the documents its run left
+    unscored, each with why (`unscored`: document id, why)."""
     output_type = prepared.config.output_type
     if output_type == "generate_until":
         outputs: list[Any] = list(generations or ())
@@ -83,7 +86,8 @@ def task_outputs(prepared: Any, loglikelihoods: Sequence[Sequence[float]], gener
         outputs = [[float(value) for value in values] for values in loglikelihoods]
     return {"output_type": output_type,
             "documents": [[doc.doc_id, prompt, request, output] for doc, (prompt, request), output
-                          in zip(prepared.documents, request_digests(prepared), outputs)]}
+                          in zip(prepared.documents, request_digests(prepared), outputs)],
+            **({"unscored": [[doc_id, why] for doc_id, why in unscored]} if unscored else {})}
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class RecordedTask:
     output_type: str
     documents: Mapping[int, RecordedDocument]  # by document id
     record: str  # the run record it came from, for messages
+    unscored: Mapping[int, str] = dataclasses.field(default_factory=dict)  # documents its run left unscored: why
 
 
 @dataclass(frozen=True)
@@ -154,10 +159,12 @@ class ReplayBackend:
         return self.recorded.backend
 
     def score_task(self, prepared) -> list[float]:
-        return [value for values in self._outputs(prepared) for value in values]
+        return [value for doc, values in zip(prepared.documents, self._outputs(prepared))
+                for value in ([values] * len(doc.continuations) if isinstance(values, Unscored) else values)]
 
     def loglikelihood_task(self, prepared) -> list[tuple[float, bool]]:
-        return [(value, greedy) for value, greedy in self._outputs(prepared)]
+        return [output if isinstance(output, Unscored) else (output[0], output[1])
+                for output in self._outputs(prepared)]
 
     def rolling_loglikelihood_task(self, prepared) -> list[float]:
         return list(self._outputs(prepared))
@@ -171,7 +178,8 @@ class ReplayBackend:
                            "--rescore-from")
 
     def _outputs(self, prepared) -> list[Any]:
-        """Each document's recorded output, when every document asks what it asked in the recorded run."""
+        """Each document's recorded output, when every document asks what it asked in the recorded run; `Unscored`
+        where that run left the document unscored (it stays so, and the task's integrity limits apply again)."""
         config = prepared.config
         variants = self.recorded.tasks.get(task_key(config, self.root), ())
         if not variants:
@@ -182,7 +190,9 @@ class ReplayBackend:
         for variant in variants:
             problem = _difference(prepared, digests, variant)
             if problem is None:
-                return [variant.documents[doc.doc_id].output for doc in prepared.documents]
+                return [Unscored(f"unscored in the run recorded in {variant.record}: {variant.unscored[doc.doc_id]}")
+                        if doc.doc_id in variant.unscored else variant.documents[doc.doc_id].output
+                        for doc in prepared.documents]
             problems.append(problem)
         raise RescoreError(f"{task_name(prepared)}, {problems[0]}; --rescore-from replays the model's outputs only "
                            "for the requests they answered: score this task with the model (without --rescore-from)")
@@ -196,6 +206,8 @@ def _difference(prepared, digests: Sequence[tuple[str, str]], variant: RecordedT
                 "are of another kind)")
     for doc, (prompt, request) in zip(prepared.documents, digests):
         recorded = variant.documents.get(doc.doc_id)
+        if recorded is None and doc.doc_id in variant.unscored:
+            continue  # nothing of it to replay: it stays unscored
         if recorded is None:
             return (f"document {doc.doc_id}: not scored in the run recorded in {record} (it scored "
                     f"{len(variant.documents)} documents of this task)")
@@ -221,7 +233,13 @@ def _recorded_task(raw: Any, record: str, where: str) -> RecordedTask:
             raise RescoreError(f"{record}: key '{where}.documents[{index}]' must be [document id, prompt digest, "
                                f"request digest, output], the output {OUTPUT_KINDS[output_type]}")
         documents[entry[0]] = RecordedDocument(entry[1], entry[2], entry[3])
-    return RecordedTask(output_type, documents, record)
+    unscored = {}
+    for index, entry in enumerate(_list(raw.get("unscored", []), record, f"{where}.unscored")):
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
+                and not isinstance(entry[0], bool) and isinstance(entry[1], str)):
+            raise RescoreError(f"{record}: key '{where}.unscored[{index}]' must be [document id, why it is unscored]")
+        unscored[entry[0]] = entry[1]
+    return RecordedTask(output_type, documents, record, unscored)
 
 
 def _output_fits(output_type: str, output: Any) -> bool:

@@ -163,6 +163,12 @@ def test_failed_requests_are_the_runs_error_and_the_rerun_scores_only_them(proje
     properties = {p.get("name") for p in ElementTree.parse(junit).iter("property")}
     assert "modelbench.gate-integrity" in properties
     assert main(["merge", str(record), "--", "-k", "not letters"]) == EXIT_STATUS_INTEGRITY  # as the run exited
+    # re-scored from its record, the task's unscored documents stay unscored: the same error, the backend not asked
+    rescored = run(project, "-k", "not letters", f"--rescore-from={record}", "--results-json=rescored.json")
+    assert rescored.ret == EXIT_STATUS_INTEGRITY
+    again = json.loads((project.path / "rescored.json").read_text())["gate"]
+    assert again["toy/flaky"]["status"] == "error" and again["toy/flaky"]["integrity"]["unscored"] == len(failing)
+    assert again["toy/healthy"]["status"] == "pass"
 
     first_asked = asked(project)
     assert len(first_asked) == 2 * 2 * DOCUMENTS  # two tasks, two choices each, nothing cached yet

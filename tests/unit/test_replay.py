@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import strategies as st
 
-from pytest_modelbench.scoring.backend import BackendInfo
+from pytest_modelbench.scoring.backend import BackendInfo, Unscored
 from pytest_modelbench.scoring.replay import RecordedOutputs, ReplayBackend, RescoreError, task_key, task_outputs
 from pytest_modelbench.tasks.generation_settings import GenerationSettings
 from pytest_modelbench.tasks.requests import DocumentRequests
@@ -56,6 +56,25 @@ def test_a_subset_of_the_recorded_documents_replays_theirs():  # --early-stop sc
     task = prepared("multiple_choice")
     backend = replay(task, [[-1.0, -2.0], [-3.0, -4.0], [-5.0, -6.0]])
     assert backend.score_task(prepared("multiple_choice", doc_ids=(2, 0))) == [-5.0, -6.0, -1.0, -2.0]
+
+
+def test_a_document_the_recorded_run_left_unscored_is_replayed_unscored():
+    """Its task's integrity limits then judge the re-scored run as they judged the recorded one (docs/integrity.md)."""
+    scored = prepared("multiple_choice", doc_ids=(0, 2))  # the evaluation holds its scored documents only
+    raw = {"backend": INFO.__dict__, "tasks": {task_key(scored.config, ROOT): [task_outputs(
+        scored, [[-1.0, -2.0], [-5.0, -6.0]], None, None, unscored=[(1, "HTTP 500 after 5 tries")])]}}
+    backend = ReplayBackend(RecordedOutputs.from_json(json.loads(json.dumps(raw)), "run.json"), ROOT)
+    values = backend.score_task(prepared("multiple_choice"))
+    assert values[:2] == [-1.0, -2.0] and values[4:] == [-5.0, -6.0]
+    assert [v.reason for v in values[2:4]] == ["unscored in the run recorded in run.json: HTTP 500 after 5 tries"] * 2
+    target = prepared("loglikelihood", continuations=(" yes",), doc_ids=(0,))
+    raw["tasks"] = {task_key(target.config, ROOT): [task_outputs(target, [[-1.5]], None, [True], unscored=[(1, "x")])]}
+    backend = ReplayBackend(RecordedOutputs.from_json(json.loads(json.dumps(raw)), "run.json"), ROOT)
+    first, second = backend.loglikelihood_task(prepared("loglikelihood", continuations=(" yes",), doc_ids=(0, 1)))
+    assert first == (-1.5, True) and isinstance(second, Unscored)
+    raw["tasks"][task_key(target.config, ROOT)][0]["unscored"] = [[1]]
+    with pytest.raises(RescoreError, match=r"unscored\[0\]' must be \[document id, why it is unscored\]"):
+        RecordedOutputs.from_json(raw, "run.json")
 
 
 @pytest.mark.parametrize(("changed", "message"), [
