@@ -190,10 +190,20 @@ def test_recorded_policy_holds_the_tolerance_the_judge_applied(pytester, tiny_mo
     run_gate(pytester, tiny_model, "--baseline-ref=HEAD").assert_outcomes(passed=6)
 
 
-@pytest.mark.parametrize("suite, selection", [
-    ("bias", ["suites/bias"]), ("arc_gen", ["suites/arc_gen"]), ("perplexity", ["suites/perplexity"]),
-    ("bbq", ["--allow-task-code", "suites/bbq/bbq_sample.yaml"]),  # BBQ is gated on its sample (bias-suite.md)
-])
+SHIPPED_SESSIONS = {
+    "bias": ["suites/bias"], "arc_gen": ["suites/arc_gen"], "perplexity": ["suites/perplexity"],
+    "bbq": ["--allow-task-code", "suites/bbq/bbq_sample.yaml"],  # BBQ is gated on its sample (bias-suite.md)
+    "winobias": ["--allow-task-code", "suites/winobias"],
+}
+
+
+def test_every_session_of_the_shipped_gate_policy_is_checked():
+    from tests.plugin.gate_project import REPO
+
+    assert set(json.loads((REPO / POLICY).read_text())["sessions"]) == set(SHIPPED_SESSIONS)
+
+
+@pytest.mark.parametrize("suite, selection", sorted(SHIPPED_SESSIONS.items()))
 def test_shipped_gate_policy_is_the_one_the_shipped_suites_give(tmp_path, suite, selection):
     """baselines/default/gate-policy.json must follow the suites: a change to a shipped suite's gate block (or to a
     default margin) fails here until the policy is recorded again with the command below."""
