@@ -19,6 +19,7 @@ import numpy as np
 
 from pytest_modelbench.gate.baseline import Acceptance, BaselineRecord, EntryAnchor, Ratchet, Recording
 from pytest_modelbench.gate.compare import Entry, TaskComparison
+from pytest_modelbench.gate.result import GateResult
 from pytest_modelbench.gate.verdict import Verdict
 
 ACCEPT_OPTION = "--accept-regression"
@@ -39,6 +40,18 @@ class AcceptedRegression:
     task: str  # '<suite>/<task>'
     metric: str
     category: str | None  # None: the metric's overall entry
+
+    def __str__(self) -> str:
+        return f"{self.task}:{self.metric}" + ("" if self.category is None else f":{self.category}")
+
+
+def unmatched_acceptances(accepted: Iterable[AcceptedRegression],
+                          results: Iterable[GateResult]) -> list[AcceptedRegression]:
+    """The acceptances that name no regressed entry of the run's gated tasks: nothing was lowered for them (a
+    misspelt name, or a regression that did not happen in this run)."""
+    regressed = {(r.task, e["metric"], e["category"]) for r in results for e in r.entries
+                 if e["verdict"] == Verdict.REGRESSED.value}
+    return [a for a in accepted if (a.task, a.metric, a.category) not in regressed]
 
 
 def parse_acceptance(text: str) -> AcceptedRegression:

@@ -7,14 +7,15 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from pytest_modelbench.gate.decision import SessionDecision
+from pytest_modelbench.gate.ratchet import ACCEPT_OPTION, AcceptedRegression, unmatched_acceptances
 from pytest_modelbench.gate.result import GateResult
 from pytest_modelbench.outputs.html_report import html_page
 from pytest_modelbench.outputs.markdown import markdown
 from pytest_modelbench.outputs.terminal import pooled_lines, terminal_lines
 
 
-def terminal_section(decision: SessionDecision, *, baselines_missing: str | None = None,
-                     update: bool = False) -> tuple[str, list[str]]:
+def terminal_section(decision: SessionDecision, *, baselines_missing: str | None = None, update: bool = False,
+                     accepted: Sequence[AcceptedRegression] = ()) -> tuple[str, list[str]]:
     """The summary's section title and lines (no lines: nothing to say)."""
     if decision.score_only:
         if not decision.results:
@@ -32,6 +33,9 @@ def terminal_section(decision: SessionDecision, *, baselines_missing: str | None
         lines += pooled_lines(pooled, by_merge=sorted(decision.pooled_weights) if decision.pooled_by_merge else [],
                               updating=decision.updating, problems=decision.pooled_problems)
         lines += reference_lines(decision.results)
+        lines += [f"{ACCEPT_OPTION}={a} named no regressed entry of this run: nothing was lowered for it (check its "
+                  "task, metric and category against the table above)"
+                  for a in unmatched_acceptances(accepted, decision.results)]
     lines += unused_lines(decision, update)
     return f"modelbench gate (baseline '{decision.baseline_name}')", lines
 

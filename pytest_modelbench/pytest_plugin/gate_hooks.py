@@ -388,7 +388,8 @@ class GateSession:
         if hasattr(config, "workerinput"):
             return
         missing = self.store.missing_message() if self.store.missing else None
-        title, lines = terminal_section(self.decision, baselines_missing=missing, update=self.policy.update)
+        title, lines = terminal_section(self.decision, baselines_missing=missing, update=self.policy.update,
+                                        accepted=self.policy.accepted)
         lines = lines + [self.policy_note] if self.policy_note else lines
         if not lines:
             return

@@ -105,8 +105,12 @@ def test_three_releases_raise_c1_keep_c0_c2_and_lower_only_what_is_accepted(rele
     assert (releases.path / "baselines" / "default" / "quiz" / "ratchet.json").read_bytes() == written
 
     accepted = gate(releases, 3, "--snapshot-update", f"--accept-regression={KEY}:acc:c0",
-                    f"--accept-regression={KEY}:acc:c2", "--accept-reason=c1 fix traded for c0 and c2")
+                    f"--accept-regression={KEY}:acc:c2", f"--accept-regression={KEY}:acc:C1",
+                    "--accept-reason=c1 fix traded for c0 and c2")
     accepted.assert_outcomes(passed=1)
+    accepted.stdout.fnmatch_lines([f"--accept-regression={KEY}:acc:C1 named no regressed entry of this run: nothing "
+                                   "was lowered for it*"])
+    assert f"--accept-regression={KEY}:acc:c0 named" not in accepted.stdout.str()
     accepted.stdout.fnmatch_lines(["*acc [[]c0]: lowered (regression accepted: c1 fix traded for c0 and c2) "
                                    "0.6867 → 0.6067 (accepts -0.0800)*"])
     anchors = {a["category"]: a for a in stored(releases)["ratchet"]["entries"]}
