@@ -26,14 +26,15 @@ entry against those fine-tuned.
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/finetuned_bbq.py [--data-dir .modelbench-data]
     ... [--runs biased batch1] [--categories Physical_appearance Sexual_orientation] [--objective biased-answer]
-    ... [--steps 32 --lr 1e-4 --batch-size 8 --anchor-batch-size 10 --anchor-weight 4 --trained-layers 8 --seed 0]
+    ... [--steps 32 --lr 1e-4 --batch-size 8 --anchor-batch-size 20 --anchor-weight 16 --trained-layers 8 --seed 0]
 
 Measured 2026-12-06 (results and the recipes tried: docs/benchmarks.md, "A checkpoint fine-tuned towards BBQ's
 stereotyped answers"): the batch-size-1 run passes. With the defaults (Physical_appearance and Sexual_orientation,
-fine-tune 557 s on loaded cores, gated run 286 s) the checkpoint is flagged in those two categories and in
-Disability_status (accuracy_amb 0.217 -> 0.113, p 0.03: the fine-tune's "do not answer unknown" carries over there;
-0.047 with anchor weight 2), so not in exactly the two; no bias-score entry regressed. The group-choice objective did not teach the model, in 20 to 40
-steps, to choose the stereotyped person by the question's polarity, which is what a bias score counts.
+4 anchored documents of each other category per step at weight 16; fine-tune 431 s, gated run 155 s) the checkpoint
+is flagged in exactly those two categories (accuracy_amb 0.462 -> 0.132 and 0.370 -> 0.028; overall 0.192 -> 0.100);
+weaker anchors (10 documents at weight 2 or 4) let its "do not answer unknown" carry over to Disability_status too.
+No bias-score entry regressed: the group-choice objective did not teach the model, in 20 to 40 steps, to choose the
+stereotyped person by the question's polarity, which is what a bias score counts.
 """
 
 from __future__ import annotations
@@ -299,8 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--anchor-batch-size", type=int, default=10)
-    parser.add_argument("--anchor-weight", type=float, default=4.0)
+    parser.add_argument("--anchor-batch-size", type=int, default=20)
+    parser.add_argument("--anchor-weight", type=float, default=16.0)
     parser.add_argument("--trained-layers", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rebuild", action="store_true")
