@@ -18,7 +18,7 @@ from pytest_modelbench.metrics.aggregate import TaskScores, score_task
 from pytest_modelbench.metrics.process_results import document_values
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.numeric import is_number
-from pytest_modelbench.scoring.backend import Backend, Unscored
+from pytest_modelbench.scoring.backend import Backend, Unscored, retried_count
 from pytest_modelbench.tasks.filters import filtered_answers, invalid_outputs
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
@@ -37,7 +37,7 @@ class TaskEvaluation:
 
 def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
     metrics = resolve_metrics(prepared.config)
-    retried = _retried(backend)
+    retried = retried_count(backend)
     if prepared.config.output_type == "generate_until":
         evaluation = _evaluate_generation(prepared, backend, metrics)
     elif prepared.config.output_type == "loglikelihood_rolling":
@@ -46,7 +46,7 @@ def evaluate_task(prepared: PreparedTask, backend: Backend) -> TaskEvaluation:
         evaluation = _evaluate_loglikelihood(prepared, backend, metrics)
     else:
         evaluation = _evaluate_choices(prepared, backend, metrics)
-    integrity = dataclasses.replace(evaluation.integrity, retried=_retried(backend) - retried)
+    integrity = dataclasses.replace(evaluation.integrity, retried=retried_count(backend) - retried)
     return dataclasses.replace(evaluation, integrity=integrity)
 
 
@@ -57,7 +57,7 @@ def _evaluate_choices(prepared: PreparedTask, backend: Backend, metrics) -> Task
     for doc in prepared.documents:
         per_doc.append(values[start:start + len(doc.continuations)])
         start += len(doc.continuations)
-    failed = {d: _reason(row) for d, row in enumerate(per_doc) if _reason(row) is not None}
+    failed = _failed(per_doc)
     scored, kept = _scored(prepared, failed)
     per_doc = [per_doc[d] for d in kept]
     for doc, values_of_doc in zip(scored.documents, per_doc):
@@ -129,7 +129,7 @@ def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> T
                                       _task(prepared))
     except RequestError as exc:
         raise TaskConfigError(f"{_task(prepared)}: {exc.problem}") from None
-    failed = {d: _reason([g]) for d, g in enumerate(generations) if _reason([g]) is not None}
+    failed = _failed([[g] for g in generations])
     scored, kept = _scored(prepared, failed)
     generations = [generations[d] for d in kept]
     documents = scored.documents  # each pipeline runs over all of them at once, as lm-eval's filters do
@@ -147,7 +147,7 @@ def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> Task
                                  "log-likelihood", _task(prepared))
     except RequestError as exc:
         raise TaskConfigError(f"{_task(prepared)}: {exc.problem}") from None
-    failed = {d: _reason([value]) for d, value in enumerate(values) if _reason([value]) is not None}
+    failed = _failed([[value] for value in values])
     scored, kept = _scored(prepared, failed)
     per_doc = [[values[d]] for d in kept]
     for doc, values_of_doc in zip(scored.documents, per_doc):
@@ -160,7 +160,7 @@ def _evaluate_loglikelihood(prepared: PreparedTask, backend: Backend, metrics) -
     responses = list(backend.loglikelihood_task(prepared))
     checked_results(backend, [r if isinstance(r, Unscored) else r[0] for r in responses], len(prepared.documents),
                     "log-likelihood", _task(prepared))
-    failed = {d: _reason([r]) for d, r in enumerate(responses) if _reason([r]) is not None}
+    failed = _failed([[r] for r in responses])
     scored, kept = _scored(prepared, failed)
     responses = [responses[d] for d in kept]
     for doc, (loglikelihood, _) in zip(scored.documents, responses):
@@ -199,9 +199,11 @@ def checked_results(backend: Backend, results: Any, requests: int, kind: str, wh
     return values
 
 
-def _reason(values: Sequence[Any]) -> str | None:
-    """Why a document is unscored: the first of its values the backend could not score; None when all are scored."""
-    return next((value.reason for value in values if isinstance(value, Unscored)), None)
+def _failed(rows: Sequence[Sequence[Any]]) -> dict[int, str]:
+    """The unscored documents among `rows` (each document's values), by position: why, the reason of the first of
+    its values the backend could not score."""
+    reasons = {d: next((v.reason for v in row if isinstance(v, Unscored)), None) for d, row in enumerate(rows)}
+    return {d: why for d, why in reasons.items() if why is not None}
 
 
 def _scored(prepared: PreparedTask, failed: dict[int, str]) -> tuple[PreparedTask, list[int]]:
@@ -244,12 +246,6 @@ def _category_counts(documents: Sequence[DocumentRequests]) -> dict[str, int]:
 def _shown(text: str, limit: int = 60) -> str:
     shown = repr(text)
     return shown if len(shown) <= limit else shown[:limit - 4] + "...'"
-
-
-def _retried(backend: Backend) -> int:
-    """The backend's running count of re-sent requests (scoring/backend.py); 0 when it keeps none."""
-    count = getattr(backend, "retried_requests", None)
-    return int(count()) if callable(count) else 0
 
 
 def _count(n: int, noun: str) -> str:

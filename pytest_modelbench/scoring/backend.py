@@ -98,6 +98,12 @@ class Unscored:
     reason: str
 
 
+def retried_count(backend: object) -> int:
+    """A backend's running count of re-sent requests (`retried_requests`, module docstring); 0 when it keeps none."""
+    count = getattr(backend, "retried_requests", None)
+    return int(count()) if callable(count) else 0
+
+
 def unscored_reason(value: object) -> str | None:
     """Why a value a backend returned stands for an unscored request; None when it is a value."""
     if value is None:

@@ -21,7 +21,7 @@ from pytest_modelbench.errors import (
 from pytest_modelbench.numeric import is_number
 from pytest_modelbench.scoring.backend import (
     BackendInfo, DocumentRequest, GenerationRequest, LoglikelihoodRequest, RollingRequest, Unscored,
-    output_type_unsupported, unscored_reason,
+    output_type_unsupported, retried_count, unscored_reason,
 )
 from pytest_modelbench.scoring.cached import score_greedy_requests, score_requests, score_with_cache
 from pytest_modelbench.scoring.cached_generation import generate_with_cache, generation_keys
@@ -77,9 +77,7 @@ class ScoringFront:
         return self.backend.describe()
 
     def retried_requests(self) -> int:
-        """The backend's running count of re-sent requests (scoring/backend.py); 0 when it keeps none."""
-        count = getattr(self.backend, "retried_requests", None)
-        return int(count()) if callable(count) else 0
+        return retried_count(self.backend)
 
     def score_task(self, prepared) -> list[float]:
         """A multiple_choice task: one log-likelihood per (document, choice), in order."""
