@@ -90,13 +90,24 @@ class TaskIntegrity:
         }
 
 
-def combined(parts: Sequence[TaskIntegrity], categories: Sequence[str]) -> TaskIntegrity:
-    """A group's integrity from its leaf tasks' (`categories`: each leaf's category in the group, its task name):
-    their unscored documents and retries; a group has no invalid-output entry of its own."""
-    unscored = tuple(dataclasses.replace(p, category=category)
-                     for part, category in zip(parts, categories) for p in part.unscored)
-    return TaskIntegrity(sum(p.documents for p in parts),
-                         {category: part.documents for part, category in zip(parts, categories)}, unscored,
+def combined(parts: Sequence[TaskIntegrity], leaf_categories: Sequence[str] | None = None) -> TaskIntegrity:
+    """The integrity of several parts scored apart: a task's blocks (an early stop's), each part's categories summed;
+    or a group's leaf tasks (`leaf_categories`: each leaf's category in the group, its task name), each leaf one
+    category. Invalid outputs are not combined: a task recounts them over its merged answers, and a group has no
+    invalid-output entry of its own."""
+    categories: dict[str, int] = {}
+    unscored: list[DocumentProblem] = []
+    for index, part in enumerate(parts):
+        if leaf_categories is None:
+            counts, problems = part.categories, part.unscored
+        else:
+            label = leaf_categories[index]
+            counts = {label: part.documents}
+            problems = tuple(dataclasses.replace(p, category=label) for p in part.unscored)
+        for category, count in counts.items():
+            categories[category] = categories.get(category, 0) + count
+        unscored += problems
+    return TaskIntegrity(sum(p.documents for p in parts), categories, tuple(unscored),
                          tuple(key for part in parts for key in part.unscored_keys), sum(p.retried for p in parts))
 
 
@@ -149,15 +160,19 @@ def examples(integrity: TaskIntegrity) -> list[str]:
     return lines
 
 
-def invalid_note(integrity: TaskIntegrity | None, baseline_share: float | None) -> str | None:
-    """Why an invalid_output entry regressed, in words: "N of M answers no filter could parse (baseline: x%), e.g.
-    document 3: '...'"."""
-    if integrity is None or integrity.invalid_flags is None:
+def why_invalid(regressed: Sequence[Any], counted: Mapping[str, Any] | None) -> str | None:
+    """Why a regressed invalid_output entry (among the `regressed` entries) regressed, in words, from the task's
+    integrity as counted (`TaskIntegrity.as_json`, so that a merge says it from a shard's record as the shard did):
+    "invalid_output: N of M answers no filter could parse (baseline: x%), e.g. document 3: '...'". None when no
+    invalid_output entry regressed."""
+    entry = next((e for e in regressed if e.metric == INVALID_OUTPUT), None)
+    if entry is None or counted is None or counted.get("invalid_outputs") is None:
         return None
-    before = "" if baseline_share is None else f" (baseline: {_percent(baseline_share)})"
-    example = "" if not integrity.invalid else (f", e.g. document {integrity.invalid[0].doc_id}: "
-                                                f"{integrity.invalid[0].problem}")
-    return (f"{INVALID_OUTPUT}: {len(integrity.invalid)} of {integrity.scored} answers no filter could parse"
+    before = "" if entry.baseline is None else f" (baseline: {_percent(entry.baseline)})"
+    first = next(iter(counted.get("invalid_examples", ())), None)
+    example = "" if first is None else f", e.g. document {first['doc_id']}: {first['problem']}"
+    scored = counted["documents"] - counted["unscored"]
+    return (f"{INVALID_OUTPUT}: {counted['invalid_outputs']} of {scored} answers no filter could parse"
             f"{before}{example}")
 
 

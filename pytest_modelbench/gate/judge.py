@@ -45,7 +45,7 @@ from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import TaskComparison, compare
 from pytest_modelbench.gate.early_stop import EarlyStop, restricted
 from pytest_modelbench.gate.integrity import (
-    TaskIntegrity, comparable_candidate, examples, integrity_problems, invalid_note, limits_for, paired_baseline,
+    TaskIntegrity, comparable_candidate, examples, integrity_problems, limits_for, paired_baseline, why_invalid,
 )
 from pytest_modelbench.gate.noise_floor import NoiseWarning, below_noise, binary_metrics, measure, warning_text
 from pytest_modelbench.gate.policy import GatePolicy
@@ -63,7 +63,6 @@ from pytest_modelbench.gate.result import (
     score_rows,
 )
 from pytest_modelbench.gate.storage import BaselineStore
-from pytest_modelbench.tasks.filters import INVALID_OUTPUT
 from pytest_modelbench.tasks.identity import TaskId
 
 
@@ -256,7 +255,7 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
         floor = outcome.baseline.noise_floor
         warnings = below_noise(outcome.comparison.entries, floor, binary_metrics(outcome.baseline))
     judgement.result.integrity = counted
-    _say_why_invalid(judgement, integrity)
+    _say_why_invalid(judgement, counted)
     if warnings:
         judgement.result.noise_warnings = [w.as_json() for w in warnings]
         judgement.result.noise_measured_with = floor.measured_with
@@ -264,14 +263,12 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
     return judgement
 
 
-def _say_why_invalid(judgement: Judgement, integrity: TaskIntegrity | None) -> None:
+def _say_why_invalid(judgement: Judgement, counted: Mapping[str, Any] | None) -> None:
     """A regressed invalid_output entry's failure and note say how many answers no filter could parse, with one."""
     failure = judgement.failure
-    entry = next((e for e in failure.comparison.regressed if e.metric == INVALID_OUTPUT), None) \
-        if isinstance(failure, Regression) else None
-    if entry is None:
+    note = why_invalid(failure.comparison.regressed, counted) if isinstance(failure, Regression) else None
+    if note is None:
         return
-    note = invalid_note(integrity, entry.baseline)
     judgement.failure = dataclasses.replace(failure, invalid_note=note)
     judgement.result.note = "; ".join(filter(None, [judgement.result.note, note]))
 

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from pytest_modelbench.gate.baseline import Tolerance, document_hash, document_keys, rebaseline_problem
 from pytest_modelbench.gate.baseline_file import parse_or_problem
 from pytest_modelbench.gate.compare import compare
-from pytest_modelbench.gate.integrity import comparable_candidate, paired_baseline
+from pytest_modelbench.gate.integrity import comparable_candidate, paired_baseline, why_invalid
 from pytest_modelbench.gate.noise_floor import below_noise, binary_metrics
 from pytest_modelbench.gate.provenance import stored_provenance
 from pytest_modelbench.gate.result import GateResult
@@ -100,6 +100,7 @@ def rejudge(recorded: GateResult, candidate_text: str, stored_text: str | None, 
         working_tree_differs=working_tree_differs, changed_documents=recorded.changed_documents,
         integrity=recorded.integrity,
     )
+    result.note = why_invalid(comparison.regressed, recorded.integrity) or result.note
     if baseline.noise_floor is not None:
         warnings = below_noise(comparison.entries, baseline.noise_floor, binary_metrics(baseline))
         if warnings:

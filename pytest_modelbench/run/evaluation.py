@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from pytest_modelbench.errors import BackendError, DocumentError, RequestError, TaskConfigError
 from pytest_modelbench.gate.baseline import document_hash, document_keys
-from pytest_modelbench.gate.integrity import DocumentProblem, TaskIntegrity
+from pytest_modelbench.gate.integrity import DocumentProblem, TaskIntegrity, combined
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
 from pytest_modelbench.metrics.process_results import document_values
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
@@ -100,15 +100,7 @@ def _merged(prepared: PreparedTask, parts: Sequence[tuple[Sequence[int], TaskEva
     metrics = resolve_metrics(prepared.config)
     loglikelihoods = [part.loglikelihoods[i] for _, part, i in by_position]
     output_type = prepared.config.output_type
-    parts_integrity = [part.integrity for _, part in parts]
-    categories: dict[str, int] = {}
-    for part_integrity in parts_integrity:
-        for category, count in part_integrity.categories.items():
-            categories[category] = categories.get(category, 0) + count
-    integrity = TaskIntegrity(sum(p.documents for p in parts_integrity), categories,
-                              tuple(u for p in parts_integrity for u in p.unscored),
-                              tuple(k for p in parts_integrity for k in p.unscored_keys),
-                              sum(p.retried for p in parts_integrity))
+    integrity = combined([part.integrity for _, part in parts])
     if output_type == "generate_until":
         generations = [part.generations[i] for _, part, i in by_position]
         answers = filtered_answers(prepared.config.filters, generations, [doc.doc for doc in documents],

@@ -17,7 +17,8 @@ from pytest_modelbench.__main__ import main
 from pytest_modelbench.gate.decision import EXIT_STATUS_INTEGRITY
 from pytest_modelbench.outputs.results import RESULTS_SCHEMA
 
-# Knows every answer; a question listed in failing.json is a request it cannot score (as after a server's HTTP 500s).
+# Knows every answer; a question listed in failing.json is a request it cannot score or answer (as after a server's
+# HTTP 500s).
 BACKEND = '''
 import json
 from pathlib import Path
@@ -27,12 +28,16 @@ from pytest_modelbench.scoring.backend import BackendInfo, Unscored
 HERE = Path(__file__).parent
 
 
+def _failing():
+    return set(json.loads((HERE / "failing.json").read_text())) if (HERE / "failing.json").exists() else set()
+
+
 class FlakyBackend:
     def __init__(self, model):
         self.model = model
 
     def loglikelihoods(self, requests, on_batch=None):
-        failing = set(json.loads((HERE / "failing.json").read_text())) if (HERE / "failing.json").exists() else set()
+        failing = _failing()
         values = []
         with open(HERE / "asked.jsonl", "a", encoding="utf-8") as log:
             for request in requests:
@@ -46,7 +51,9 @@ class FlakyBackend:
 
     def generate(self, requests, on_batch=None):
         fmt = (HERE / "format.txt").read_text() if (HERE / "format.txt").exists() else "Answer: {}"
-        return [fmt.format(request.context.partition("|")[2].split("\\n")[0]) for request in requests]
+        failing = _failing()
+        return [Unscored("HTTP 500 from the model server") if question in failing else fmt.format(gold.split("\\n")[0])
+                for question, _, gold in (request.context.partition("|") for request in requests)]
 
     def describe(self):
         return BackendInfo(self.model, "flaky:v1", "causal", "", "cpu")
@@ -204,10 +211,27 @@ def test_a_limit_from_the_command_line_or_the_yaml_admits_a_few_unscored_documen
 def test_answers_that_stop_parsing_regress_the_invalid_output_entry_and_say_why(project):
     run(project, "--snapshot-update", "--no-cache", "-k", "letters").assert_outcomes(passed=1)
     (project.path / "format.txt").write_text("The answer is ({}).")  # a template change: no filter parses it
-    result = run(project, "-k", "letters", "--no-cache")
+    record = project.path / "record.json"
+    result = run(project, "-k", "letters", "--no-cache", f"--run-record={record}")
     assert result.ret == 1  # the model's answers, not the run: a regression
     output = result.stdout.str()
-    assert "why: invalid_output: 20 of 20 answers no filter could parse (baseline: 0.0%), e.g. document 0: " \
-           "'The answer is (A).'" in output
+    why = "invalid_output: 20 of 20 answers no filter could parse (baseline: 0.0%), e.g. document 0: " \
+          "'The answer is (A).'"
+    assert f"why: {why}" in output
     invalid_row = next(line for line in output.splitlines() if line.lstrip().startswith("invalid_output"))
     assert "regressed" in invalid_row
+    # the merge recomputes the verdict from the record and says the same why
+    assert main(["merge", str(record), "--md-report=merged.md", "--", "-k", "letters"]) == 1
+    assert why in (project.path / "merged.md").read_text()
+
+
+def test_a_generation_task_with_no_document_answered_is_the_runs_error(project):
+    run(project, "--snapshot-update", "--no-cache", "-k", "letters").assert_outcomes(passed=1)
+    (project.path / "failing.json").write_text(json.dumps([f"letters-{i}" for i in range(DOCUMENTS)]))
+    out = project.path / "r.json"
+    result = run(project, "-k", "letters", "--no-cache", f"--results-json={out}")
+    assert result.ret == EXIT_STATUS_INTEGRITY  # no filter, metric or gate ran on nothing
+    letters = json.loads(out.read_text())["gate"]["toy/letters"]
+    assert letters["status"] == "error" and letters["entries"] == []
+    assert (letters["integrity"]["unscored"], letters["integrity"]["invalid_outputs"]) == (DOCUMENTS, 0)
+    assert "task 'toy/letters': 20 of 20 documents unscored (100.0%, limit 1.0%)" in result.stdout.str()

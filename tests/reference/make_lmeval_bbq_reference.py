@@ -101,13 +101,13 @@ def logged_item(values: list) -> tuple:
     return tuple({"True": True, "False": False}.get(v, v) if isinstance(v, str) else v for v in values)
 
 
-def per_category(samples: list[dict], docs: list[dict], results: dict) -> dict:
+def per_category(samples: list[dict], docs: list[dict], results: dict, categories=CATEGORIES) -> dict:
     from lm_eval.tasks.bbq import utils
 
     aggregations = {"accuracy_amb": utils.agg_accuracy_amb, "accuracy_disamb": utils.agg_accuracy_disamb,
                     "amb_bias_score": utils.agg_amb_bias_scores, "disamb_bias_score": utils.agg_disamb_bias_scores}
     out = {}
-    for category in CATEGORIES:
+    for category in categories:
         mine = [s for s, doc in zip(samples, docs) if doc["category"] == category]
         values = {"n_docs": len(mine), "acc": sum(s["acc"] for s in mine) / len(mine)}
         for metric, aggregate in aggregations.items():

@@ -4,6 +4,7 @@ baseline without the invalid_output entry, and the exit status a session of inte
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, EXIT_STATUS_INTEGRITY, SessionDecision
 from pytest_modelbench.gate.integrity import (
-    DEFAULT_MAX_UNSCORED, DocumentProblem, IntegrityLimits, TaskIntegrity, comparable_candidate,
+    DEFAULT_MAX_UNSCORED, DocumentProblem, IntegrityLimits, TaskIntegrity, combined, comparable_candidate,
     integrity_problems, limits_for, paired_baseline,
 )
 from pytest_modelbench.gate.baseline import MetricInfo, rebaseline_problem
@@ -55,6 +56,19 @@ def test_the_unscored_share_is_checked_overall_and_per_category_and_recording_ta
         "3 of 200 documents unscored (1.5%, limit 1.0%)"]
     assert integrity_problems(_integrity({1: "a"}), limits, recording=True) == [
         "1 of 200 documents unscored, and a baseline is recorded only from a run that scored every document"]
+
+
+def test_blocks_of_one_task_add_up_by_category_and_a_group_counts_each_leaf_as_a_category():
+    first, second = _integrity({1: "a"}), dataclasses.replace(_integrity({7: "b", 8: "b"}), retried=3)
+    blocks = combined([first, second])
+    assert (blocks.documents, blocks.categories, blocks.retried) == (400, {"a": 200, "b": 200}, 3)
+    assert [(p.doc_id, p.category) for p in blocks.unscored] == [(1, "a"), (7, "b"), (8, "b")]
+    assert blocks.unscored_keys == ("k1", "k7", "k8")
+    assert integrity_problems(blocks, IntegrityLimits(), recording=False) == []  # 2 of 200 in b: exactly 1%
+    group = combined([first, second], ["leaf_x", "leaf_y"])
+    assert group.categories == {"leaf_x": 200, "leaf_y": 200}
+    assert [(p.doc_id, p.category) for p in group.unscored] == [(1, "leaf_x"), (7, "leaf_y"), (8, "leaf_y")]
+    assert group.invalid == () and group.invalid_flags is None  # a group has no invalid-output entry
 
 
 def test_the_invalid_share_has_no_limit_unless_one_is_set():
