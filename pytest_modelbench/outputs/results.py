@@ -69,6 +69,7 @@ def run_config(options: Any) -> dict[str, Any]:
         "model": options.model, "model_args": options.model_args, "dtype": options.dtype,
         "batch_size": "default" if options.batch_size is None else options.batch_size, "device": options.device,
         "limit": options.limit, "num_fewshot": options.num_fewshot, "shared_prefixes": options.shared_prefixes,
+        "rescored_from": list(options.rescored_from),
     }
 
 

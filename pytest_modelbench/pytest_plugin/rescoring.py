@@ -57,7 +57,8 @@ def configure(config: pytest.Config, runner: BenchRunner) -> None:
         problem = _difference(config, runner, record)
         if problem is not None:
             raise pytest.UsageError(f"--rescore-from {record.path}: {problem}")
-    runner.options = dataclasses.replace(runner.options, model=records[0].run_config.get("model"))
+    runner.options = dataclasses.replace(runner.options, model=records[0].run_config.get("model"),
+                                         rescored_from=tuple(str(record.path) for record in records))
     runner.replay(ReplayBackend(recorded, config.rootpath))
     config.pluginmanager.register(_Summary(records, recorded), "modelbench-rescore")
 

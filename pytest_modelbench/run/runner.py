@@ -54,6 +54,7 @@ class RunOptions:
     apply_chat_template: bool = False
     system_instruction: str | None = None
     fewshot_as_multiturn: bool = False
+    rescored_from: tuple[str, ...] = ()  # --rescore-from: the run records that answered every request (no model)
 
 
 @dataclass

@@ -143,6 +143,7 @@ def test_a_filter_fixed_after_a_run_re_gates_from_the_record_as_a_fresh_run_does
     fresh, again = json.loads(fresh_json.read_text()), json.loads(results.read_text())
     assert again["results"] == fresh["results"] and again["results"]["arith/products"]["exact_match,number"] == 0.5
     assert again["gate"] == fresh["gate"]
+    assert (fresh["config"]["rescored_from"], again["config"]["rescored_from"]) == ([], [str(record)])
     rescored.stdout.fnmatch_lines([f"modelbench: re-scored from {record} (model 'cand', weights toy:cand)*"])
     rescored.stdout.no_fnmatch_line("*MODEL FACTORY CALLED*")
     rescored.stdout.no_fnmatch_line("*LOCAL MODEL LOADED*")
