@@ -2,7 +2,8 @@
 that cannot score a fifth of one task's requests leaves that task in `error` (not regressed) with its counts, gates
 the healthy task beside it, exits 7 (the merge of its run record too) and caches nothing of the failed requests, so
 the re-run asks the backend for exactly those; a generation task whose answers stop parsing regresses on its
-invalid_output entry, and the failure says why."""
+invalid_output entry, and the failure (and the merge of its record) says why; a task of any output type with no
+document scored is in `error`."""
 
 from __future__ import annotations
 
@@ -55,6 +56,15 @@ class FlakyBackend:
         return [Unscored("HTTP 500 from the model server") if question in failing else fmt.format(gold.split("\\n")[0])
                 for question, _, gold in (request.context.partition("|") for request in requests)]
 
+    def greedy_loglikelihoods(self, requests, on_batch=None):
+        failing = _failing()
+        return [Unscored("HTTP 500 from the model server") if r.context.partition("|")[0] in failing else (-1.0, True)
+                for r in requests]
+
+    def rolling_loglikelihoods(self, requests, on_batch=None):
+        failing = _failing()
+        return [Unscored("HTTP 500 from the model server") if r.text in failing else -5.0 for r in requests]
+
     def describe(self):
         return BackendInfo(self.model, "flaky:v1", "causal", "", "cpu")
 
@@ -68,26 +78,18 @@ class FlakyBackend:
 def make(model, model_args, device):
     return FlakyBackend(model)
 '''
-CHOICE_TASK = """\
-task: {name}
-dataset_path: json
-dataset_kwargs:
-  data_files: {{test: {name}.jsonl}}
-test_split: test
-output_type: multiple_choice
-doc_to_text: "{{{{q}}}}|{{{{gold}}}}\\nAnswer:"
+CHOICE = """\
+doc_to_text: "{{q}}|{{gold}}\\nAnswer:"
 doc_to_target: 0
 doc_to_choice: choices
 modelbench:
   category_field: group
 """
-GENERATION_TASK = """\
-task: letters
-dataset_path: json
-dataset_kwargs:
-  data_files: {test: letters.jsonl}
-test_split: test
-output_type: generate_until
+# Each toy task's YAML after its common head (task_yaml): its output type and the rest.
+TASKS = {
+    "healthy": ("multiple_choice", CHOICE),
+    "flaky": ("multiple_choice", CHOICE),
+    "letters": ("generate_until", """\
 doc_to_text: "{{q}}|{{gold}}\\n"
 doc_to_target: gold
 generation_kwargs:
@@ -100,7 +102,28 @@ filter_list:
       - function: take_first
 metric_list:
   - metric: exact_match
-"""
+"""),
+    "target": ("loglikelihood", """\
+doc_to_text: "{{q}}|"
+doc_to_target: gold
+metric_list:
+  - metric: acc
+"""),
+    "text": ("loglikelihood_rolling", """\
+doc_to_text: ""
+doc_to_target: "{{q}}"
+metric_list:
+  - metric: word_perplexity
+"""),
+}
+
+
+def task_yaml(name: str) -> str:
+    output_type, rest = TASKS[name]
+    return (f"task: {name}\ndataset_path: json\ndataset_kwargs:\n  data_files: {{test: {name}.jsonl}}\n"
+            f"test_split: test\noutput_type: {output_type}\n{rest}")
+
+
 DOCUMENTS = 20
 
 
@@ -115,11 +138,9 @@ def project(pytester, monkeypatch):
     (pytester.path / "mybackend.py").write_text(textwrap.dedent(BACKEND), encoding="utf-8")
     suite = pytester.path / "suites" / "toy"
     suite.mkdir(parents=True)
-    for name in ("healthy", "flaky"):
+    for name in TASKS:
         (suite / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows(name)), encoding="utf-8")
-        (suite / f"{name}.yaml").write_text(CHOICE_TASK.format(name=name), encoding="utf-8")
-    (suite / "letters.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows("letters")), encoding="utf-8")
-    (suite / "letters.yaml").write_text(GENERATION_TASK, encoding="utf-8")
+        (suite / f"{name}.yaml").write_text(task_yaml(name), encoding="utf-8")
     pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
     return pytester
 
@@ -136,12 +157,12 @@ def asked(project) -> list[list[str]]:
 
 
 def test_failed_requests_are_the_runs_error_and_the_rerun_scores_only_them(project):
-    run(project, "--snapshot-update", "--no-cache", "-k", "not letters").assert_outcomes(passed=2)
+    run(project, "--snapshot-update", "--no-cache", "-k", "healthy or flaky").assert_outcomes(passed=2)
     asked(project)
     failing = [f"flaky-{i}" for i in range(0, DOCUMENTS, 5)]  # a fifth of its requests, two in each group
     (project.path / "failing.json").write_text(json.dumps(failing))
     out, junit, record = (project.path / name for name in ("r.json", "junit.xml", "record.json"))
-    result = run(project, "-k", "not letters", f"--results-json={out}", f"--junitxml={junit}",
+    result = run(project, "-k", "healthy or flaky", f"--results-json={out}", f"--junitxml={junit}",
                  f"--run-record={record}", "--md-report=gate.md", "--html-report=gate.html")
 
     assert result.ret == EXIT_STATUS_INTEGRITY
@@ -169,9 +190,9 @@ def test_failed_requests_are_the_runs_error_and_the_rerun_scores_only_them(proje
         assert "retried 0 requests, 4 of 20 documents unscored" in text and "HTTP 500 from the model server" in text
     properties = {p.get("name") for p in ElementTree.parse(junit).iter("property")}
     assert "modelbench.gate-integrity" in properties
-    assert main(["merge", str(record), "--", "-k", "not letters"]) == EXIT_STATUS_INTEGRITY  # as the run exited
+    assert main(["merge", str(record), "--", "-k", "healthy or flaky"]) == EXIT_STATUS_INTEGRITY  # as the run exited
     # re-scored from its record, the task's unscored documents stay unscored: the same error, the backend not asked
-    rescored = run(project, "-k", "not letters", f"--rescore-from={record}", "--results-json=rescored.json")
+    rescored = run(project, "-k", "healthy or flaky", f"--rescore-from={record}", "--results-json=rescored.json")
     assert rescored.ret == EXIT_STATUS_INTEGRITY
     again = json.loads((project.path / "rescored.json").read_text())["gate"]
     assert again["toy/flaky"]["status"] == "error" and again["toy/flaky"]["integrity"]["unscored"] == len(failing)
@@ -180,7 +201,7 @@ def test_failed_requests_are_the_runs_error_and_the_rerun_scores_only_them(proje
     first_asked = asked(project)
     assert len(first_asked) == 2 * 2 * DOCUMENTS  # two tasks, two choices each, nothing cached yet
     (project.path / "failing.json").unlink()
-    rerun = run(project, "-k", "not letters")
+    rerun = run(project, "-k", "healthy or flaky")
     rerun.assert_outcomes(passed=2)
     assert rerun.ret == 0
     # nothing of a failed request was cached, everything else was: the backend is asked for those requests only
@@ -225,13 +246,14 @@ def test_answers_that_stop_parsing_regress_the_invalid_output_entry_and_say_why(
     assert why in (project.path / "merged.md").read_text()
 
 
-def test_a_generation_task_with_no_document_answered_is_the_runs_error(project):
-    run(project, "--snapshot-update", "--no-cache", "-k", "letters").assert_outcomes(passed=1)
-    (project.path / "failing.json").write_text(json.dumps([f"letters-{i}" for i in range(DOCUMENTS)]))
+@pytest.mark.parametrize("task", ["letters", "target", "text"])  # generate_until, loglikelihood, ..._rolling
+def test_a_task_with_no_document_scored_is_the_runs_error(project, task):
+    run(project, "--snapshot-update", "--no-cache", "-k", task).assert_outcomes(passed=1)
+    (project.path / "failing.json").write_text(json.dumps([f"{task}-{i}" for i in range(DOCUMENTS)]))
     out = project.path / "r.json"
-    result = run(project, "-k", "letters", "--no-cache", f"--results-json={out}")
+    result = run(project, "-k", task, "--no-cache", f"--results-json={out}")
     assert result.ret == EXIT_STATUS_INTEGRITY  # no filter, metric or gate ran on nothing
-    letters = json.loads(out.read_text())["gate"]["toy/letters"]
-    assert letters["status"] == "error" and letters["entries"] == []
-    assert (letters["integrity"]["unscored"], letters["integrity"]["invalid_outputs"]) == (DOCUMENTS, 0)
-    assert "task 'toy/letters': 20 of 20 documents unscored (100.0%, limit 1.0%)" in result.stdout.str()
+    gated = json.loads(out.read_text())["gate"][f"toy/{task}"]
+    assert gated["status"] == "error" and gated["entries"] == []
+    assert gated["integrity"]["unscored"] == DOCUMENTS
+    assert f"task 'toy/{task}': 20 of 20 documents unscored (100.0%, limit 1.0%)" in result.stdout.str()
