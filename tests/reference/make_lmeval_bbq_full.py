@@ -3,13 +3,13 @@ figure in docs/bias-suite.md (compared with ours by benchmarks/bbq_full_parity.p
 
 lm-eval builds the documents, prompts, continuations and tokens (its ``bbq_multiple_choice.yaml`` and ``utils.py``
 unchanged, its HF model class and tokenizer), and computes the per-document items and every aggregate. Only the
-forward pass differs from ``lm_eval --model hf``: lm-eval runs each of a document's 12 requests as its own full
-sequence, so the 211,536 requests would take most of a day on the 2-core dev machine. ``PrefixSharingHFLM`` runs a
-document's context once, from what the previous context (in sorted order) shares with it, and its 12 continuations
-from that cache.
-It is written here, with transformers only, and shares no code with pytest_modelbench. On the 60-document subset
-whose log-likelihoods lm-eval's own forward recorded (tests/reference/lmeval_bbq_subset.json) the output says how far
-the two forwards differ.
+forward pass differs from ``lm_eval --model hf``. lm-eval runs each of a document's 12 requests as its own full
+sequence: its run of the 60-document subset (make_lmeval_bbq_reference.py, batch size 1) took 885 s on the 2-core dev
+machine, so the 211,536 requests would take about 72 hours at that rate. ``PrefixSharingHFLM`` runs a document's
+context once, from what the previous context (in sorted order) shares with it, and its 12 continuations from that
+cache. It is written here, with transformers only, and shares no code with pytest_modelbench. The output says how far
+it is from lm-eval's own forward on the 60-document subset whose log-likelihoods that forward recorded
+(tests/reference/lmeval_bbq_subset.json).
 
 Runs in the scratch venv of make_lmeval_bbq_reference.py, reading the JSONL our mirror serves (every category, with
 Gender_identity.csv parsed by scripts/shared_data_mirror.py)::
