@@ -79,15 +79,15 @@ class SessionDecision:
     pooled_weights: dict[str, float] = field(default_factory=dict)
     error_control: str = "session"
     pooled_by_merge: bool = False  # one shard of several: its suites' pooled entries are the merge's to judge
-    # --snapshot-update: a regressed pooled entry is reported and does not fail (the update rewrites only the tasks
-    # out of their own band, so it could never accept a drop spread inside every task's band)
-    updating: bool = False
     # --early-stop: why a suite's pooled entries could not be settled (a stopped task failed to score on); fails
     pooled_problems: list[str] = field(default_factory=list)
     early_stop_verdicts: bool = False  # --early-stop-verdicts: a pooled entry settles only at its full-run verdict
     failed_tests: set[str] = field(default_factory=set)  # node ids of every test that failed in any phase
     collection_errors: list[str] = field(default_factory=list)  # node ids of the collectors that failed
-    update: bool = False  # --snapshot-update: unused baselines are deleted, not failed
+    # --snapshot-update: unused baselines are deleted, not failed; a regressed pooled entry is reported and does not
+    # fail (the update rewrites only the tasks out of their own band, so it could never accept a drop spread inside
+    # every task's band). Not --snapshot-update-new-only, which rewrites nothing and so gates as a plain run does.
+    update: bool = False
     warn_unused: bool = False  # --snapshot-warn-unused: unused baselines only warn
     pytest_status: int = 0  # pytest's exit status before the gate's own verdicts (a shard's, in a merge: the worst)
 
@@ -126,7 +126,7 @@ class SessionDecision:
     @property
     def pooled_regressed(self) -> bool:
         """Whether a pooled entry fails the session."""
-        return not self.updating and any(entry.verdict is Verdict.REGRESSED for entry in self.pooled())
+        return not self.update and any(entry.verdict is Verdict.REGRESSED for entry in self.pooled())
 
     def outcomes_json(self) -> dict[str, dict[str, Any]]:
         """Each gated task's outcome for --results-json, by its '<suite>/<task>' key."""

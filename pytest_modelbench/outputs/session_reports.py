@@ -31,7 +31,7 @@ def terminal_section(decision: SessionDecision, *, baselines_missing: str | None
         pooled = decision.pooled()
         lines += terminal_lines(decision.results, custom_tests=len(decision.custom_tests), pooled=pooled)
         lines += pooled_lines(pooled, by_merge=sorted(decision.pooled_weights) if decision.pooled_by_merge else [],
-                              updating=decision.updating, problems=decision.pooled_problems)
+                              updating=decision.update, problems=decision.pooled_problems)
         lines += reference_lines(decision.results)
         lines += [f"{ACCEPT_OPTION}={a} named no regressed entry of this run: nothing was lowered for it (check its "
                   "task, metric and category against the table above)"

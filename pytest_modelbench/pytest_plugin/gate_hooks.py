@@ -150,7 +150,6 @@ class GateSession:
         self.early_stops: dict[str, EarlyStop] = {}
         self.decision = SessionDecision(self.policy.baseline_name, score_only=self.policy.score_only,
                                         display=self.store.display, error_control=self.policy.error_control,
-                                        updating=self.policy.writes,
                                         early_stop_verdicts=self.policy.early_stop_verdicts,
                                         update=self.policy.update, warn_unused=self.warn_unused)
 

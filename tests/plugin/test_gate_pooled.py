@@ -56,6 +56,9 @@ def test_a_drop_inside_every_tasks_margin_fails_the_suites_pooled_entry(quiz):
     html = page.read_text()
     assert "gate <b class=\"failed\">failed</b>" in html and "<th>suite (pooled)</th>" in html
 
+    # -new-only rewrites nothing, so it cannot be what accepts the drop: it gates as the plain run (found by the modes
+    # harness, tests/unit/test_gate_modes.py)
+    assert gate(quiz, "skill-590", "--snapshot-update-new-only").ret == pytest.ExitCode.TESTS_FAILED
     updating = gate(quiz, "skill-590", "--snapshot-update")  # no task is out of its band: none is rewritten
     assert updating.ret == pytest.ExitCode.OK
     updating.stdout.fnmatch_lines(["*1 pooled entry regressed (quiz acc): not failing under --snapshot-update*"])
