@@ -6,6 +6,7 @@ baseline.comparability_problems).
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import platform
@@ -57,6 +58,12 @@ def provenance_problems(stored: Provenance, candidate: Provenance) -> list[str]:
 
 
 def package_versions() -> dict[str, str]:
+    return dict(_installed_versions())
+
+
+@functools.cache
+def _installed_versions() -> dict[str, str]:
+    """Read once a process: each lookup parses the package's metadata file, and a task's record asks for every one."""
     versions = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
