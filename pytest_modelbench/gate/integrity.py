@@ -52,8 +52,8 @@ class DocumentProblem:
 class TaskIntegrity:
     """What a task's run could not score or parse. `categories`: the task's documents per category (scored or not);
     `invalid_flags`: per scored document, in order, whether no filter could parse its answer (None: the task has no
-    parsing filter); `unscored_keys`: the unscored documents' keys (gate/baseline.py document_keys over every
-    document)."""
+    parsing filter); `unscored_keys`: the unscored documents' keys (tasks/requests.py `DocumentRequests.key`, numbered
+    over every document)."""
 
     documents: int
     categories: Mapping[str, int] = field(default_factory=dict)
