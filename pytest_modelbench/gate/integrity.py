@@ -6,7 +6,8 @@ pipelines all answered their fallback: tasks/filters.py `invalid_outputs`) and t
 (`TaskIntegrity`). A task whose unscored share (overall, or in any category) or invalid-output share is over its
 limits (`IntegrityLimits`: the command line's, else the YAML's `modelbench.gate`, else the defaults) is in `error`:
 the run, not the model. Its quality is not judged at all, so no verdict, pass or fail, comes from part of its
-documents. Under --snapshot-update any unscored document is an error: a baseline is recorded from whole runs only.
+documents. A run about to write a task's baseline (gate/judge.py) must have scored every document: a baseline is
+recorded from whole runs only; one whose baseline exists and is not rewritten is judged as a plain run.
 
 Documents left unscored within the limits are dropped from both sides of the paired evidence (`paired_baseline`):
 each entry compares the candidate's scored documents with the baseline's values on the same documents, as a paired
@@ -130,12 +131,12 @@ def limits_for(gate_block: Any, overrides: Mapping[str, float]) -> IntegrityLimi
 
 
 def integrity_problems(integrity: TaskIntegrity, limits: IntegrityLimits, *, recording: bool) -> list[str]:
-    """Why the task's run is not whole enough to judge (empty: it is). `recording`: the run writes baselines."""
+    """Why the task's run is not whole enough to judge (empty: it is). `recording`: the run writes the task's
+    baseline."""
     problems = []
     unscored = len(integrity.unscored)
     if recording and unscored:
-        problems.append(f"{unscored} of {integrity.documents} documents unscored, and a baseline is recorded only "
-                        "from a run that scored every document")
+        problems.append(recording_problem(integrity))
     elif unscored and unscored > limits.max_unscored * integrity.documents:
         problems.append(f"{unscored} of {integrity.documents} documents unscored "
                         f"({_share(unscored, integrity.documents)}, limit {_percent(limits.max_unscored)})")
@@ -150,6 +151,12 @@ def integrity_problems(integrity: TaskIntegrity, limits: IntegrityLimits, *, rec
         problems.append(f"{invalid} of {integrity.scored} answers no filter could parse "
                         f"({_share(invalid, integrity.scored)}, limit {_percent(limits.max_invalid)})")
     return problems
+
+
+def recording_problem(integrity: TaskIntegrity) -> str:
+    """Why a run that left documents unscored writes no baseline."""
+    return (f"{len(integrity.unscored)} of {integrity.documents} documents unscored, and a baseline is recorded only "
+            "from a run that scored every document")
 
 
 def examples(integrity: TaskIntegrity) -> list[str]:

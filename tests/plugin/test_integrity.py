@@ -228,11 +228,31 @@ def test_a_limit_from_the_command_line_or_the_yaml_admits_a_few_unscored_documen
     yaml.write_text(yaml.read_text() + "  gate:\n    max_unscored: 0.1\n")
     run(project, "-k", "flaky", "--no-cache").assert_outcomes(passed=1)
     assert run(project, "-k", "flaky", "--no-cache", "--max-unscored=0").ret == EXIT_STATUS_INTEGRITY
-    # a baseline is recorded only from a run that scored every document, whatever the limit
+
+
+def test_only_a_run_that_writes_a_baseline_needs_every_document_scored(project):
+    """Issue 49, 4: a task whose baseline exists and is not rewritten is judged as in a plain run, under
+    --snapshot-update-new-only and --snapshot-update alike; a baseline about to be written (missing, or not comparable)
+    is written only from a run that scored every document, whatever the limit."""
+    run(project, "--snapshot-update", "--no-cache", "-k", "flaky").assert_outcomes(passed=1)
     baseline = next((project.path / "baselines").rglob("flaky.json"))
     recorded = baseline.read_text()
-    assert run(project, "-k", "flaky", "--no-cache", "--snapshot-update").ret == EXIT_STATUS_INTEGRITY
+    (project.path / "failing.json").write_text(json.dumps(["flaky-3"]))
+    for update in ("--snapshot-update-new-only", "--snapshot-update"):
+        result = run(project, "-k", "flaky", "--no-cache", "--max-unscored=0.1", update)
+        assert result.ret == 0, update  # 1 of 20 within 10%, inside the band: nothing to write
     assert baseline.read_text() == recorded
+
+    yaml = project.path / "suites" / "toy" / "flaky.yaml"
+    yaml.write_text(yaml.read_text().replace("\\nAnswer:", "\\nAnswer?"))  # other prompts: re-baseline required
+    result = run(project, "-k", "flaky", "--no-cache", "--max-unscored=0.1", "--snapshot-update")
+    assert result.ret == EXIT_STATUS_INTEGRITY
+    assert "1 of 20 documents unscored, and a baseline is recorded only from a run that scored every document" \
+        in result.stdout.str()
+    assert baseline.read_text() == recorded
+    baseline.unlink()
+    result = run(project, "-k", "flaky", "--no-cache", "--max-unscored=0.1", "--snapshot-update-new-only")
+    assert result.ret == EXIT_STATUS_INTEGRITY and not baseline.exists()
 
 
 def test_an_unscored_first_copy_of_a_repeated_document_leaves_out_its_own_key_everywhere(project):
