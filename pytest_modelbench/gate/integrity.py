@@ -168,19 +168,21 @@ def examples(integrity: TaskIntegrity) -> list[str]:
 
 
 def why_invalid(regressed: Sequence[Any], counted: Mapping[str, Any] | None) -> str | None:
-    """Why a regressed invalid_output entry (among the `regressed` entries) regressed, in words, from the task's
-    integrity as counted (`TaskIntegrity.as_json`, so that a merge says it from a shard's record as the shard did):
-    "invalid_output: N of M answers no filter could parse (baseline: x%), e.g. document 3: '...'". None when no
-    invalid_output entry regressed."""
+    """Why the first regressed invalid_output entry (among the `regressed` entries) regressed, in words, from the
+    task's integrity as counted (`TaskIntegrity.as_json`, so that a merge says it from a shard's record as the shard
+    did), in the entry's own documents: "invalid_output: N of M answers no filter could parse (baseline: x%), e.g.
+    document 3: '...'", "invalid_output [category]: ..." for a category's entry. None when no invalid_output entry
+    regressed."""
     entry = next((e for e in regressed if e.metric == INVALID_OUTPUT), None)
     if entry is None or counted is None or counted.get("invalid_outputs") is None:
         return None
+    counts = counted if entry.category is None else counted["by_category"][entry.category]
     before = "" if entry.baseline is None else f" (baseline: {_percent(entry.baseline)})"
-    first = next(iter(counted.get("invalid_examples", ())), None)
+    first = next((p for p in counted.get("invalid_examples", ()) if entry.category in (None, p["category"])), None)
     example = "" if first is None else f", e.g. document {first['doc_id']}: {first['problem']}"
-    scored = counted["documents"] - counted["unscored"]
-    return (f"{INVALID_OUTPUT}: {counted['invalid_outputs']} of {scored} answers no filter could parse"
-            f"{before}{example}")
+    label = INVALID_OUTPUT if entry.category is None else f"{INVALID_OUTPUT} [{entry.category}]"
+    scored = counts["documents"] - counts["unscored"]
+    return f"{label}: {counts['invalid_outputs']} of {scored} answers no filter could parse{before}{example}"
 
 
 def paired_baseline(baseline: BaselineRecord, candidate: BaselineRecord,

@@ -13,7 +13,7 @@ import pytest
 from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, EXIT_STATUS_INTEGRITY, SessionDecision
 from pytest_modelbench.gate.integrity import (
     DEFAULT_MAX_UNSCORED, DocumentProblem, IntegrityLimits, TaskIntegrity, combined, comparable_candidate,
-    integrity_problems, limits_for, paired_baseline,
+    integrity_problems, limits_for, paired_baseline, why_invalid,
 )
 from pytest_modelbench.gate.baseline import MetricInfo, Tolerance, rebaseline_problem, record_from_evaluation
 from pytest_modelbench.gate.compare import compare
@@ -160,6 +160,28 @@ def test_a_baseline_recorded_before_the_invalid_output_entry_is_compared_on_the_
     assert rebaseline_problem(baseline, compared) is None and INVALID_OUTPUT not in compared.values
     assert comparable_candidate(candidate, candidate) is candidate  # a baseline with the entry: compared on it
     assert np.array_equal(candidate.values[INVALID_OUTPUT], [0, 1, 0])
+
+
+def test_the_invalid_output_note_gives_the_regressed_entrys_own_count_and_baseline():
+    """Issue 49, 5: category b's answers stop parsing (none of 100 → 30), a's stay as they were (20 of 100); the
+    note of b's entry, the worst, is b's count and b's baseline, and the task-wide entry's is the task's."""
+    categories = ["a"] * 100 + ["b"] * 100
+    before = np.zeros(200)
+    before[:20] = 1
+    after = before.copy()
+    after[100:130] = 1
+    invalid = [MetricInfo(INVALID_OUTPUT, "lower", None, True)]
+    baseline = make_record({INVALID_OUTPUT: before}, categories, metrics=invalid)
+    candidate = make_record({INVALID_OUTPUT: after}, categories, metrics=invalid)
+    regressed = compare(baseline, candidate, candidate.tolerance).regressed
+    assert [e.label for e in regressed] == ["b", "(all)"]
+    counted = TaskIntegrity(200, {"a": 100, "b": 100}, invalid=tuple(
+        DocumentProblem(d, categories[d], f"'answer {d}'") for d in np.flatnonzero(after)),
+        invalid_flags=tuple(after.astype(bool))).as_json()
+    assert why_invalid(regressed, counted) == \
+        "invalid_output [b]: 30 of 100 answers no filter could parse (baseline: 0.0%)"
+    assert why_invalid(regressed[1:], counted) == \
+        "invalid_output: 50 of 200 answers no filter could parse (baseline: 10.0%), e.g. document 0: 'answer 0'"
 
 
 def _result(task: str, status: str, verdict: str | None = None) -> GateResult:
