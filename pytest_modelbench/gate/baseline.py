@@ -10,9 +10,8 @@ checkpoint was scored a second time (NoiseFloor). Its file format (JSON, with a 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -197,28 +196,6 @@ class BaselineRecord:
 # --------------------------------------------------------------------------- building from an evaluation
 
 
-def document_hash(context: str, continuations: Sequence[str], gold: Any) -> str:
-    """Stable identity of a scored document: what the model sees and what is scored (16 hex digits of sha256)."""
-    digest = hashlib.sha256()
-    digest.update(context.encode("utf-8"))
-    digest.update(b"\x00")
-    for continuation in continuations:
-        digest.update(continuation.encode("utf-8"))
-        digest.update(b"\x1f")
-    digest.update(repr(gold).encode("utf-8"))
-    return digest.hexdigest()[:16]
-
-
-def document_keys(hashes: Iterable[str]) -> tuple[str, ...]:
-    """Hashes made unique: the k-th repeat of an identical document gets the suffix ``#k`` (k ≥ 2)."""
-    seen: dict[str, int] = {}
-    keys = []
-    for digest in hashes:
-        seen[digest] = seen.get(digest, 0) + 1
-        keys.append(digest if seen[digest] == 1 else f"{digest}#{seen[digest]}")
-    return tuple(keys)
-
-
 def _summary(summary: Any) -> Summary:
     return Summary(summary.value, summary.stderr, int(summary.n))
 
@@ -237,7 +214,6 @@ def record_from_evaluation(
     """The record a candidate run would store, from a TaskEvaluation (prepared documents + TaskScores)."""
     prepared, scores = evaluation.prepared, evaluation.scores
     documents = prepared.documents
-    keys = document_keys(document_hash(d.context, d.continuations, d.gold) for d in documents)
     metrics = tuple(
         MetricInfo(
             m.name, m.direction.kind, m.direction.ideal, bool(m.binary),
@@ -276,7 +252,7 @@ def record_from_evaluation(
         category_field=prepared.config.category_field,
         overall=overall,
         categories=categories,
-        doc_keys=keys,
+        doc_keys=tuple(d.key for d in documents),
         doc_ids=tuple(int(d.doc_id) for d in documents),
         doc_categories=tuple(d.category for d in documents),
         values=values,

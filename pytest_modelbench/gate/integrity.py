@@ -6,7 +6,8 @@ pipelines all answered their fallback: tasks/filters.py `invalid_outputs`) and t
 (`TaskIntegrity`). A task whose unscored share (overall, or in any category) or invalid-output share is over its
 limits (`IntegrityLimits`: the command line's, else the YAML's `modelbench.gate`, else the defaults) is in `error`:
 the run, not the model. Its quality is not judged at all, so no verdict, pass or fail, comes from part of its
-documents. Under --snapshot-update any unscored document is an error: a baseline is recorded from whole runs only.
+documents. A run about to write a task's baseline (gate/judge.py) must have scored every document: a baseline is
+recorded from whole runs only; one whose baseline exists and is not rewritten is judged as a plain run.
 
 Documents left unscored within the limits are dropped from both sides of the paired evidence (`paired_baseline`):
 each entry compares the candidate's scored documents with the baseline's values on the same documents, as a paired
@@ -52,8 +53,8 @@ class DocumentProblem:
 class TaskIntegrity:
     """What a task's run could not score or parse. `categories`: the task's documents per category (scored or not);
     `invalid_flags`: per scored document, in order, whether no filter could parse its answer (None: the task has no
-    parsing filter); `unscored_keys`: the unscored documents' keys (gate/baseline.py document_keys over every
-    document)."""
+    parsing filter); `unscored_keys`: the unscored documents' keys (tasks/requests.py `DocumentRequests.key`, numbered
+    over every document)."""
 
     documents: int
     categories: Mapping[str, int] = field(default_factory=dict)
@@ -130,12 +131,12 @@ def limits_for(gate_block: Any, overrides: Mapping[str, float]) -> IntegrityLimi
 
 
 def integrity_problems(integrity: TaskIntegrity, limits: IntegrityLimits, *, recording: bool) -> list[str]:
-    """Why the task's run is not whole enough to judge (empty: it is). `recording`: the run writes baselines."""
+    """Why the task's run is not whole enough to judge (empty: it is). `recording`: the run writes the task's
+    baseline."""
     problems = []
     unscored = len(integrity.unscored)
     if recording and unscored:
-        problems.append(f"{unscored} of {integrity.documents} documents unscored, and a baseline is recorded only "
-                        "from a run that scored every document")
+        problems.append(recording_problem(integrity))
     elif unscored and unscored > limits.max_unscored * integrity.documents:
         problems.append(f"{unscored} of {integrity.documents} documents unscored "
                         f"({_share(unscored, integrity.documents)}, limit {_percent(limits.max_unscored)})")
@@ -152,6 +153,12 @@ def integrity_problems(integrity: TaskIntegrity, limits: IntegrityLimits, *, rec
     return problems
 
 
+def recording_problem(integrity: TaskIntegrity) -> str:
+    """Why a run that left documents unscored writes no baseline."""
+    return (f"{len(integrity.unscored)} of {integrity.documents} documents unscored, and a baseline is recorded only "
+            "from a run that scored every document")
+
+
 def examples(integrity: TaskIntegrity) -> list[str]:
     """A few documents that went wrong, one line each."""
     lines = [f"document {p.doc_id}{_in(p.category)}: unscored: {p.problem}" for p in integrity.unscored[:EXAMPLES]]
@@ -161,19 +168,21 @@ def examples(integrity: TaskIntegrity) -> list[str]:
 
 
 def why_invalid(regressed: Sequence[Any], counted: Mapping[str, Any] | None) -> str | None:
-    """Why a regressed invalid_output entry (among the `regressed` entries) regressed, in words, from the task's
-    integrity as counted (`TaskIntegrity.as_json`, so that a merge says it from a shard's record as the shard did):
-    "invalid_output: N of M answers no filter could parse (baseline: x%), e.g. document 3: '...'". None when no
-    invalid_output entry regressed."""
+    """Why the first regressed invalid_output entry (among the `regressed` entries) regressed, in words, from the
+    task's integrity as counted (`TaskIntegrity.as_json`, so that a merge says it from a shard's record as the shard
+    did), in the entry's own documents: "invalid_output: N of M answers no filter could parse (baseline: x%), e.g.
+    document 3: '...'", "invalid_output [category]: ..." for a category's entry. None when no invalid_output entry
+    regressed."""
     entry = next((e for e in regressed if e.metric == INVALID_OUTPUT), None)
     if entry is None or counted is None or counted.get("invalid_outputs") is None:
         return None
+    counts = counted if entry.category is None else counted["by_category"][entry.category]
     before = "" if entry.baseline is None else f" (baseline: {_percent(entry.baseline)})"
-    first = next(iter(counted.get("invalid_examples", ())), None)
+    first = next((p for p in counted.get("invalid_examples", ()) if entry.category in (None, p["category"])), None)
     example = "" if first is None else f", e.g. document {first['doc_id']}: {first['problem']}"
-    scored = counted["documents"] - counted["unscored"]
-    return (f"{INVALID_OUTPUT}: {counted['invalid_outputs']} of {scored} answers no filter could parse"
-            f"{before}{example}")
+    label = INVALID_OUTPUT if entry.category is None else f"{INVALID_OUTPUT} [{entry.category}]"
+    scored = counts["documents"] - counts["unscored"]
+    return f"{label}: {counts['invalid_outputs']} of {scored} answers no filter could parse{before}{example}"
 
 
 def paired_baseline(baseline: BaselineRecord, candidate: BaselineRecord,

@@ -20,7 +20,8 @@ With --snapshot-update the last three write the candidate's record instead, sayi
 task passes); a regressed or improved baseline is re-recorded with per-entry references (gate/ratchet.py): improved
 entries raised, entries inside their band kept at their anchors, a regression lowered only where --accept-regression
 names it, and a regression no acceptance names fails the task and writes nothing. A baseline whose entries all stay
-inside the band is never rewritten. --snapshot-update-new-only writes missing baselines only.
+inside the band is never rewritten. --snapshot-update-new-only writes missing baselines only. Nothing is written
+from a run that left a document unscored (the task is `error`); a baseline not rewritten is judged as in a plain run.
 --snapshot-update --noise-floor scores the task a second time (the runner's second backend), stores the noise floor
 (gate/noise_floor.py) in the record and rewrites every baseline; a stored noise floor above an entry's margin is a
 warning (`Judgement.warning`), never a failure. The candidate record's provenance is gate/provenance.py's.
@@ -45,7 +46,8 @@ from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import TaskComparison, compare
 from pytest_modelbench.gate.early_stop import EarlyStop, restricted
 from pytest_modelbench.gate.integrity import (
-    TaskIntegrity, comparable_candidate, examples, integrity_problems, limits_for, paired_baseline, why_invalid,
+    TaskIntegrity, comparable_candidate, examples, integrity_problems, limits_for, paired_baseline, recording_problem,
+    why_invalid,
 )
 from pytest_modelbench.gate.noise_floor import NoiseWarning, below_noise, binary_metrics, measure, warning_text
 from pytest_modelbench.gate.policy import GatePolicy
@@ -179,7 +181,6 @@ def gate_texts(
                        baseline=baseline, candidate=candidate)
 
 
-
 def candidate_record(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePolicy,
                      split: AlphaSplit) -> BaselineRecord:
     """The record this run would store for the task, from its evaluation."""
@@ -225,12 +226,9 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
         return Judgement(GateResult(status=STATUS_OFF, note="--score-only: no gate ran", **common))
     problems = [] if integrity is None else integrity_problems(
         integrity, limits_for(getattr(evaluation.prepared.config, "gate", None), policy.overrides),
-        recording=policy.writes)
-    if problems:  # the run, not the model: nothing of its quality is judged, nothing written
-        return Judgement(GateResult(status=STATUS_ERROR, note=f"the run, not the model: {'; '.join(problems)}",
-                                    n_documents=integrity.scored, **common),
-                         IntegrityFailure(identity.key, tuple(problems), integrity.summary(),
-                                          tuple(examples(integrity))))
+        recording=policy.noise_floor)  # --noise-floor re-records every baseline, from a second scoring of each document
+    if problems:
+        return _run_error(identity, integrity, problems, **common)
     candidate = candidate_record(identity, evaluation, runner, policy=policy, split=split)
     aggregates = evaluation.scores.aggregates()
     measured: TaskComparison | None = None
@@ -263,6 +261,13 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
     return judgement
 
 
+def _run_error(identity: TaskId, run: TaskIntegrity, problems: Sequence[str], **common: Any) -> Judgement:
+    """The run, not the model: nothing of the task's quality is judged, nothing written."""
+    return Judgement(GateResult(status=STATUS_ERROR, note=f"the run, not the model: {'; '.join(problems)}",
+                                n_documents=run.scored, **common),
+                     IntegrityFailure(identity.key, tuple(problems), run.summary(), tuple(examples(run))))
+
+
 def _say_why_invalid(judgement: Judgement, counted: Mapping[str, Any] | None) -> None:
     """A regressed invalid_output entry's failure and note say how many answers no filter could parse, with one."""
     failure = judgement.failure
@@ -281,6 +286,7 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
     settlement's comparison, on the documents scored."""
     path = store.path(identity)
     shown = store.display(path)
+    integrity: TaskIntegrity | None = getattr(evaluation, "integrity", None)
     common: dict[str, Any] = {"task": identity.key, "baseline": shown, "baseline_name": policy.baseline_name}
     candidate_text = dumps(candidate)
     stored_text, common["working_tree_differs"] = store.read(path)
@@ -292,11 +298,15 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
                               baseline=restricted(stopped.baseline, candidate.doc_keys))
         common["note"] = stopped.settlement.note
     else:
-        unscored = getattr(getattr(evaluation, "integrity", None), "unscored_keys", ())
+        unscored = getattr(integrity, "unscored_keys", ())
         outcome = (gate_texts(candidate_text, stored_text, evaluation.prepared.documents, aggregates, unscored)
                    if stored_text is not None else None)
     compared = candidate if outcome is None or outcome.candidate is None else outcome.candidate
     update = _update(identity, compared, outcome, policy) if stored_text is not None and stopped is None else None
+    writes = policy.writes if stored_text is None else update is not None and update.record is not None
+    if writes and integrity is not None and integrity.unscored:
+        return _run_error(identity, integrity, [recording_problem(integrity)], task=identity.key, baseline=shown,
+                          baseline_name=policy.baseline_name), None, False
     if update is not None and update.record is None:
         written = False  # an unaccepted regression: the baseline stays as it was, every reference with it
     else:

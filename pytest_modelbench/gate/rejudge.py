@@ -20,14 +20,14 @@ import dataclasses
 import json
 from typing import Any, Sequence
 
-from pytest_modelbench.gate.baseline import Tolerance, document_hash, document_keys, rebaseline_problem
+from pytest_modelbench.gate.baseline import Tolerance, rebaseline_problem
 from pytest_modelbench.gate.baseline_file import parse_or_problem
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.integrity import comparable_candidate, paired_baseline, why_invalid
 from pytest_modelbench.gate.noise_floor import below_noise, binary_metrics
 from pytest_modelbench.gate.provenance import stored_provenance
 from pytest_modelbench.gate.result import GateResult
-from pytest_modelbench.tasks.requests import DocumentRequests
+from pytest_modelbench.tasks.requests import DocumentRequests, key_digest
 
 
 class EvidenceProblem(Exception):
@@ -52,8 +52,8 @@ def _documents(rows: Any, doc_keys: Sequence[str]) -> list[DocumentRequests]:
                      for doc_id, context, choices, continuations, gold, category, doc in rows]
     except (TypeError, ValueError):
         raise EvidenceProblem("its documents are malformed") from None
-    keys = document_keys(document_hash(d.context, d.continuations, d.gold) for d in documents)
-    if keys != tuple(doc_keys):
+    # A key's #k is numbered over the task's documents, some of which the record may not hold (unscored)
+    if [d.digest for d in documents] != [key_digest(key) for key in doc_keys]:
         raise EvidenceProblem("its documents are not the ones its candidate record scored")
     return documents
 

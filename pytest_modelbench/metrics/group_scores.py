@@ -32,7 +32,7 @@ from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.gate_block import GateTolerance
 from pytest_modelbench.tasks.groups import AggregateMetric, GroupTree, ScorableGroup, bundle_members, tree_hash
 from pytest_modelbench.tasks.identity import TaskId
-from pytest_modelbench.tasks.requests import DocumentRequests
+from pytest_modelbench.tasks.requests import DocumentRequests, numbered
 
 CATEGORY_FIELD = "task"  # a group's documents are in the category of their leaf task
 NO_FILTER_NAME = "none"
@@ -181,7 +181,9 @@ def score_group(tree: GroupTree, leaf_evaluations: Mapping[str, Any]) -> GroupEv
     leaves = tree.leaves()
     evaluations = [leaf_evaluations[leaf.name] for leaf in leaves]
     metrics = group_metrics(tree, {leaf.name: e.scores.metrics for leaf, e in zip(leaves, evaluations)})
-    documents = [replace(doc, category=leaf.name) for leaf, e in zip(leaves, evaluations) for doc in e.prepared.documents]
+    # the group's own keys: repeats numbered again, over its leaf tasks' scored documents together
+    documents = numbered([replace(doc, category=leaf.name)
+                          for leaf, e in zip(leaves, evaluations) for doc in e.prepared.documents])
     categories = np.array([doc.category for doc in documents], dtype=object)
     per_document = {}
     for metric, scored in metrics:

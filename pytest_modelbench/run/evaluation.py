@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pytest_modelbench.errors import BackendError, DocumentError, RequestError, TaskConfigError
-from pytest_modelbench.gate.baseline import document_hash, document_keys
 from pytest_modelbench.gate.integrity import DocumentProblem, TaskIntegrity, combined
 from pytest_modelbench.metrics.aggregate import TaskScores, score_task
 from pytest_modelbench.metrics.process_results import document_values
@@ -209,11 +208,10 @@ def _scored(prepared: PreparedTask, failed: dict[int, str]) -> tuple[PreparedTas
 def _integrity(prepared: PreparedTask, failed: dict[int, str]) -> TaskIntegrity:
     """What of the task was left unscored (`failed`: document position → why)."""
     documents = prepared.documents
-    keys = document_keys(document_hash(d.context, d.continuations, d.gold) for d in documents) if failed else ()
     return TaskIntegrity(len(documents), _category_counts(documents),
                          tuple(DocumentProblem(int(documents[d].doc_id), documents[d].category, why)
                                for d, why in sorted(failed.items())),
-                         tuple(keys[d] for d in sorted(failed)))
+                         tuple(documents[d].key for d in sorted(failed)))
 
 
 def _with_invalid(integrity: TaskIntegrity, scored: PreparedTask, generations: Sequence[str],

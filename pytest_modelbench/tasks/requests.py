@@ -1,8 +1,10 @@
-"""Documents → few-shot contexts and (context, continuation) requests, exactly as lm-eval 0.4.13 builds them."""
+"""Documents → few-shot contexts and (context, continuation) requests, exactly as lm-eval 0.4.13 builds them; and
+each document's key, what pairs it with a baseline's document."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -30,6 +32,45 @@ class DocumentRequests:
     category: str | None
     doc: Mapping[str, Any]
     cluster: str | None = None  # the task's `modelbench.gate.cluster` for this document (gate/pooled.py)
+    occurrence: int = 1  # k for the k-th exact repeat of a document among its task's documents (`numbered`)
+
+    @property
+    def digest(self) -> str:
+        return document_hash(self.context, self.continuations, self.gold)
+
+    @property
+    def key(self) -> str:
+        """What pairs the document with a baseline's: its digest, with the suffix ``#k`` for a k-th repeat (k ≥ 2)."""
+        return self.digest if self.occurrence == 1 else f"{self.digest}#{self.occurrence}"
+
+
+def document_hash(context: str, continuations: Sequence[str], gold: Any) -> str:
+    """Stable identity of a scored document: what the model sees and what is scored (16 hex digits of sha256)."""
+    digest = hashlib.sha256()
+    digest.update(context.encode("utf-8"))
+    digest.update(b"\x00")
+    for continuation in continuations:
+        digest.update(continuation.encode("utf-8"))
+        digest.update(b"\x1f")
+    digest.update(repr(gold).encode("utf-8"))
+    return digest.hexdigest()[:16]
+
+
+def numbered(documents: Sequence[DocumentRequests]) -> list[DocumentRequests]:
+    """The documents with each exact repeat numbered (`occurrence`) over all of them. Given a task's whole list, before
+    anything is scored, so that a document's key never depends on which documents were scored, or in which block."""
+    seen: dict[str, int] = {}
+    result = []
+    for document in documents:
+        digest = document.digest
+        seen[digest] = seen.get(digest, 0) + 1
+        result.append(dataclasses.replace(document, occurrence=seen[digest]))
+    return result
+
+
+def key_digest(key: str) -> str:
+    """The digest a document's key was made of."""
+    return key.partition("#")[0]
 
 
 class FewshotSampler:

@@ -10,7 +10,7 @@ from pytest_modelbench.errors import DatasetError, TaskCodeError, TaskConfigErro
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.datasets import Split, load_split
 from pytest_modelbench.tasks.prompt_format import PLAIN_TEXT, PromptFormat
-from pytest_modelbench.tasks.requests import DocumentRequests, FewshotSampler, RequestBuilder
+from pytest_modelbench.tasks.requests import DocumentRequests, FewshotSampler, RequestBuilder, numbered
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,8 @@ def prepare_task(
     shots_per_doc = effective_num_fewshot(config, num_fewshot)
     sampler = _fewshot_sampler(config, shots_per_doc, eval_split, data_dir)
     builder = RequestBuilder(config, eval_split.field_names, prompt_format)
-    documents = [builder.clustered(builder.build(doc_id, doc, sampler.shots(doc, shots_per_doc)))
-                 for doc_id, doc in enumerate(docs)]
+    documents = numbered([builder.clustered(builder.build(doc_id, doc, sampler.shots(doc, shots_per_doc)))
+                          for doc_id, doc in enumerate(docs)])
     return PreparedTask(config, documents, shots_per_doc, limit, eval_split.fingerprint, prompt_format.label)
 
 

@@ -19,7 +19,8 @@ from pytest_modelbench.gate.decision import EXIT_STATUS_INTEGRITY
 from pytest_modelbench.outputs.results import RESULTS_SCHEMA
 
 # Knows every answer; a question listed in failing.json is a request it cannot score or answer (as after a server's
-# HTTP 500s).
+# HTTP 500s); one listed in failing_once.json times out the first time each of its requests is asked (the re-send for
+# an exact repeat of its document is answered).
 BACKEND = '''
 import json
 from pathlib import Path
@@ -29,23 +30,28 @@ from pytest_modelbench.scoring.backend import BackendInfo, Unscored
 HERE = Path(__file__).parent
 
 
-def _failing():
-    return set(json.loads((HERE / "failing.json").read_text())) if (HERE / "failing.json").exists() else set()
+def _failing(name="failing.json"):
+    return set(json.loads((HERE / name).read_text())) if (HERE / name).exists() else set()
 
 
 class FlakyBackend:
     def __init__(self, model):
         self.model = model
+        self.asked = set()
 
     def loglikelihoods(self, requests, on_batch=None):
-        failing = _failing()
+        failing, once = _failing(), _failing("failing_once.json")
         values = []
         with open(HERE / "asked.jsonl", "a", encoding="utf-8") as log:
             for request in requests:
                 question, _, gold = request.context.partition("|")
                 log.write(json.dumps([question, request.continuation]) + "\\n")
+                first = (request.context, request.continuation) not in self.asked
+                self.asked.add((request.context, request.continuation))
                 if question in failing:
                     values.append(Unscored("HTTP 500 from the model server"))
+                elif question in once and first:
+                    values.append(Unscored("timed out"))
                 else:
                     values.append(0.0 if request.continuation.strip() == gold.split("\\n")[0] else -1.0)
         return values
@@ -127,9 +133,9 @@ def task_yaml(name: str) -> str:
 DOCUMENTS = 20
 
 
-def rows(name: str) -> list[dict]:
+def rows(name: str, documents: int = DOCUMENTS) -> list[dict]:
     return [{"q": f"{name}-{i}", "gold": "ABCD"[i % 4], "choices": ["ABCD"[i % 4], "ABCD"[(i + 1) % 4]],
-             "group": f"g{i % 2}"} for i in range(DOCUMENTS)]
+             "group": f"g{i % 2}"} for i in range(documents)]
 
 
 @pytest.fixture
@@ -222,11 +228,63 @@ def test_a_limit_from_the_command_line_or_the_yaml_admits_a_few_unscored_documen
     yaml.write_text(yaml.read_text() + "  gate:\n    max_unscored: 0.1\n")
     run(project, "-k", "flaky", "--no-cache").assert_outcomes(passed=1)
     assert run(project, "-k", "flaky", "--no-cache", "--max-unscored=0").ret == EXIT_STATUS_INTEGRITY
-    # a baseline is recorded only from a run that scored every document, whatever the limit
+
+
+def test_only_a_run_that_writes_a_baseline_needs_every_document_scored(project):
+    """Issue 49, 4: a task whose baseline exists and is not rewritten is judged as in a plain run, under
+    --snapshot-update-new-only and --snapshot-update alike; a baseline about to be written (missing, or not comparable)
+    is written only from a run that scored every document, whatever the limit."""
+    run(project, "--snapshot-update", "--no-cache", "-k", "flaky").assert_outcomes(passed=1)
     baseline = next((project.path / "baselines").rglob("flaky.json"))
     recorded = baseline.read_text()
-    assert run(project, "-k", "flaky", "--no-cache", "--snapshot-update").ret == EXIT_STATUS_INTEGRITY
+    (project.path / "failing.json").write_text(json.dumps(["flaky-3"]))
+    for update in ("--snapshot-update-new-only", "--snapshot-update"):
+        result = run(project, "-k", "flaky", "--no-cache", "--max-unscored=0.1", update)
+        assert result.ret == 0, update  # 1 of 20 within 10%, inside the band: nothing to write
     assert baseline.read_text() == recorded
+
+    yaml = project.path / "suites" / "toy" / "flaky.yaml"
+    yaml.write_text(yaml.read_text().replace("\\nAnswer:", "\\nAnswer?"))  # other prompts: re-baseline required
+    result = run(project, "-k", "flaky", "--no-cache", "--max-unscored=0.1", "--snapshot-update")
+    assert result.ret == EXIT_STATUS_INTEGRITY
+    assert "1 of 20 documents unscored, and a baseline is recorded only from a run that scored every document" \
+        in result.stdout.str()
+    assert baseline.read_text() == recorded
+    baseline.unlink()
+    result = run(project, "-k", "flaky", "--no-cache", "--max-unscored=0.1", "--snapshot-update-new-only")
+    assert result.ret == EXIT_STATUS_INTEGRITY and not baseline.exists()
+
+
+def test_an_unscored_first_copy_of_a_repeated_document_leaves_out_its_own_key_everywhere(project):
+    """Issue 49, 3: document 150 repeats document 7 exactly, and document 7 times out; the task is judged on the other
+    199 documents, with one key per document, numbered over the whole task, in every record of the run."""
+    suite = project.path / "suites" / "toy"
+    documents = rows("flaky", 200)
+    documents[150] = documents[7]
+    (suite / "flaky.jsonl").write_text("".join(json.dumps(r) + "\n" for r in documents), encoding="utf-8")
+    (suite / "flaky.yaml").write_text(task_yaml("flaky") + "  gate:\n    max_unscored: 0.05\n", encoding="utf-8")
+    run(project, "--snapshot-update", "--no-cache", "-k", "flaky").assert_outcomes(passed=1)
+    keys = list(json.loads(next((project.path / "baselines").rglob("flaky.json")).read_text())["documents"]["rows"])
+    assert keys[150] == f"{keys[7]}#2"
+    (project.path / "failing_once.json").write_text(json.dumps(["flaky-7"]))
+    out, record = project.path / "r.json", project.path / "record.json"
+
+    result = run(project, "-k", "flaky", "--no-cache", f"--results-json={out}", f"--run-record={record}")
+    result.assert_outcomes(passed=1)
+    assert "re-baseline" not in result.stdout.str()
+    flaky = json.loads(out.read_text())["gate"]["toy/flaky"]
+    assert (flaky["status"], flaky["n_documents"]) == ("pass", 199)
+    assert flaky["integrity"]["unscored_keys"] == [keys[7]]
+    recorded = json.loads(record.read_text())["results"][0]
+    assert list(json.loads(recorded["candidate"])["documents"]["rows"]) == keys[:7] + keys[8:]
+    assert main(["merge", str(record), "--", "-k", "flaky"]) == 0
+
+    # --early-stop scores blocks apart: whichever copy is asked first times out, and keeps its own key
+    early = run(project, "-k", "flaky", "--no-cache", "--early-stop", f"--results-json={out}")
+    early.assert_outcomes(passed=1)
+    assert "re-baseline" not in early.stdout.str()
+    flaky = json.loads(out.read_text())["gate"]["toy/flaky"]
+    assert flaky["status"] == "pass" and set(flaky["integrity"]["unscored_keys"]) <= {keys[7], keys[150]}
 
 
 def test_answers_that_stop_parsing_regress_the_invalid_output_entry_and_say_why(project):

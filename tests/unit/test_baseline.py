@@ -8,15 +8,10 @@ import numpy as np
 import pytest
 
 from pytest_modelbench.errors import BaselineError
-from pytest_modelbench.gate.baseline import (
-    Tolerance,
-    document_hash,
-    document_keys,
-    rebaseline_problem,
-    record_from_evaluation,
-)
+from pytest_modelbench.gate.baseline import Tolerance, rebaseline_problem, record_from_evaluation
 from pytest_modelbench.gate.baseline_file import FORMAT, checksum, dumps, parse
 from pytest_modelbench.metrics.registry import Margin
+from pytest_modelbench.tasks.requests import DocumentRequests, document_hash, numbered
 from tests.fixtures.gate_records import ACC, DIFF, fake_evaluation, make_record, provenance
 
 DOCS = [
@@ -34,7 +29,9 @@ def test_document_hash_is_stable_and_repeats_are_numbered():
     assert len(h) == 16 and int(h, 16) >= 0
     assert h != document_hash("Q: one?", (" yes", " no"), 1)  # the gold is part of what is scored
     assert h != document_hash("Q: one?", (" no", " yes"), 0)
-    assert document_keys(["a", "b", "a", "a"]) == ("a", "b", "a#2", "a#3")
+    documents = [DocumentRequests(i, context, (), (), "gold", None, {}) for i, context in enumerate("abaa")]
+    a, b = (documents[i].digest for i in (0, 1))
+    assert [d.key for d in numbered(documents)] == [a, b, f"{a}#2", f"{a}#3"]
 
 
 def test_record_from_evaluation_holds_scores_outcomes_and_provenance():

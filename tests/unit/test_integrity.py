@@ -13,14 +13,18 @@ import pytest
 from pytest_modelbench.gate.decision import EXIT_STATUS_FAIL, EXIT_STATUS_INTEGRITY, SessionDecision
 from pytest_modelbench.gate.integrity import (
     DEFAULT_MAX_UNSCORED, DocumentProblem, IntegrityLimits, TaskIntegrity, combined, comparable_candidate,
-    integrity_problems, limits_for, paired_baseline,
+    integrity_problems, limits_for, paired_baseline, why_invalid,
 )
-from pytest_modelbench.gate.baseline import MetricInfo, rebaseline_problem
+from pytest_modelbench.gate.baseline import MetricInfo, Tolerance, rebaseline_problem, record_from_evaluation
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.result import STATUS_COMPARED, STATUS_ERROR, GateResult
+from pytest_modelbench.run.evaluation import BlockScoring, evaluate_task
+from pytest_modelbench.scoring.backend import BackendInfo, Unscored
+from pytest_modelbench.scoring.front import ScoringFront
 from pytest_modelbench.tasks.filters import INVALID_OUTPUT, filter_pipelines, invalid_outputs
 from pytest_modelbench.tasks.gate_block import GateTolerance
-from tests.fixtures.gate_records import ACC, make_record
+from tests.fixtures.gate_records import ACC, make_record, provenance
+from tests.fixtures.toy_tasks import toy_task
 
 PIPELINES = [
     {"name": "strict", "filter": [{"function": "regex", "regex_pattern": r"#### (\d+)"}, {"function": "take_first"}]},
@@ -99,6 +103,54 @@ def test_unscored_documents_are_dropped_from_both_sides_of_the_pairing():
     assert paired_baseline(baseline, candidate, keys[5:]) is baseline
 
 
+class FirstAskFails:
+    """Answers -1 for every request, except that a request about `question` asked for the first time times out (its
+    re-send, for an exact repeat of its document, is answered)."""
+
+    def __init__(self, question: str = "no question"):
+        self.question = question
+        self.asked: set[tuple[str, str]] = set()
+
+    def loglikelihoods(self, requests, on_batch=None):
+        values = []
+        for request in requests:
+            first = (request.context, request.continuation) not in self.asked
+            self.asked.add((request.context, request.continuation))
+            values.append(Unscored("timed out") if first and self.question in request.context else -1.0)
+        return values
+
+    def describe(self) -> BackendInfo:
+        return BackendInfo("test/first-ask-fails", "test:first-ask-fails", "causal", "", "nowhere")
+
+
+def _keys(evaluation) -> tuple[str, ...]:
+    return record_from_evaluation(evaluation, suite="s", baseline_name="default", provenance=provenance(),
+                                  tolerance=Tolerance()).doc_keys
+
+
+def test_a_documents_key_is_numbered_over_the_whole_task_whichever_documents_are_scored_and_in_which_block(tmp_path):
+    rows = [{"q": f"Q{i}?", "choices": ["yes", "no"], "label": 0} for i in range(4)]
+    rows.append(rows[0])  # document 4 repeats document 0 exactly
+    prepared = toy_task(tmp_path, rows, "multiple_choice",
+                        'doc_to_text: "Question: {{q}}\\nAnswer:"\ndoc_to_target: label\ndoc_to_choice: choices\n')
+    whole = _keys(evaluate_task(prepared, ScoringFront(FirstAskFails())))
+    assert whole[4] == whole[0] + "#2"
+
+    # the first copy times out: its key is the unscored one, and its repeat keeps its own
+    evaluation = evaluate_task(prepared, ScoringFront(FirstAskFails("Q0?")))
+    assert evaluation.integrity.unscored_keys == whole[:1]
+    assert _keys(evaluation) == whole[1:]
+
+    # --early-stop's blocks: the repeat scored in the first block, without its first copy, and then left unscored
+    blocks = [[4, 1], [0, 2, 3]]
+    assert _keys(BlockScoring(prepared, ScoringFront(FirstAskFails()), blocks).score_next()) == (whole[1], whole[4])
+    scoring = BlockScoring(prepared, ScoringFront(FirstAskFails("Q0?")), blocks)
+    assert _keys(scoring.score_next()) == (whole[1],)
+    evaluation = scoring.score_next()
+    assert evaluation.integrity.unscored_keys == whole[4:]
+    assert _keys(evaluation) == whole[:4]
+
+
 def test_a_baseline_recorded_before_the_invalid_output_entry_is_compared_on_the_entries_it_has():
     invalid = MetricInfo(INVALID_OUTPUT, "lower", None, True)
     baseline = make_record({"acc": [1, 0, 1]})
@@ -108,6 +160,28 @@ def test_a_baseline_recorded_before_the_invalid_output_entry_is_compared_on_the_
     assert rebaseline_problem(baseline, compared) is None and INVALID_OUTPUT not in compared.values
     assert comparable_candidate(candidate, candidate) is candidate  # a baseline with the entry: compared on it
     assert np.array_equal(candidate.values[INVALID_OUTPUT], [0, 1, 0])
+
+
+def test_the_invalid_output_note_gives_the_regressed_entrys_own_count_and_baseline():
+    """Issue 49, 5: category b's answers stop parsing (none of 100 → 30), a's stay as they were (20 of 100); the
+    note of b's entry, the worst, is b's count and b's baseline, and the task-wide entry's is the task's."""
+    categories = ["a"] * 100 + ["b"] * 100
+    before = np.zeros(200)
+    before[:20] = 1
+    after = before.copy()
+    after[100:130] = 1
+    invalid = [MetricInfo(INVALID_OUTPUT, "lower", None, True)]
+    baseline = make_record({INVALID_OUTPUT: before}, categories, metrics=invalid)
+    candidate = make_record({INVALID_OUTPUT: after}, categories, metrics=invalid)
+    regressed = compare(baseline, candidate, candidate.tolerance).regressed
+    assert [e.label for e in regressed] == ["b", "(all)"]
+    counted = TaskIntegrity(200, {"a": 100, "b": 100}, invalid=tuple(
+        DocumentProblem(d, categories[d], f"'answer {d}'") for d in np.flatnonzero(after)),
+        invalid_flags=tuple(after.astype(bool))).as_json()
+    assert why_invalid(regressed, counted) == \
+        "invalid_output [b]: 30 of 100 answers no filter could parse (baseline: 0.0%)"
+    assert why_invalid(regressed[1:], counted) == \
+        "invalid_output: 50 of 200 answers no filter could parse (baseline: 10.0%), e.g. document 0: 'answer 0'"
 
 
 def _result(task: str, status: str, verdict: str | None = None) -> GateResult:

@@ -1,12 +1,12 @@
 """The evidence a suite's pooled entries (pooled.py) pool: each compared task's sufficient statistics (`PoolingStats`),
 and the pooled documents they make together (`pooled_documents`).
 
-Document identity and clusters. A document is its key (gate/baseline.py `document_keys`): one that several pooled
-tasks hold (a group gated beside its tasks, a bundle member gated as a task too, the same file served to two tasks)
-enters the pool once, from the first of them by name. Documents that are different but related (one ARC question in
-12 languages or 3 formats, one StereoSet target's sentences) share a cluster id, which a task declares in its YAML
-(`modelbench.gate.cluster`: a field or a template, the same id in every task over the same source); a document of a
-task that declares none is its own cluster, named by its key.
+Document identity and clusters. A document is its key (tasks/requests.py `DocumentRequests.key`): one that several
+pooled tasks hold (a group gated beside its tasks, a bundle member gated as a task too, the same file served to two
+tasks) enters the pool once, from the first of them by name. Documents that are different but related (one ARC
+question in 12 languages or 3 formats, one StereoSet target's sentences) share a cluster id, which a task declares in
+its YAML (`modelbench.gate.cluster`: a field or a template, the same id in every task over the same source); a
+document of a task that declares none is its own cluster, named by its key.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ class PoolingStats:
     """One task's overall entry of a poolable metric, document by document: what a pooled entry needs to count a
     document that several pooled tasks hold once, and to sum the paired differences of related documents.
 
-    `keys`: the documents' keys (gate/baseline.py `document_keys`: what the model sees and what is scored), sorted;
+    `keys`: the documents' keys (tasks/requests.py `DocumentRequests.key`: what the model sees and what is scored),
+    sorted;
     `baseline`, `candidate`: each document's 0/1 value as reported (not oriented), one character each, in key order;
     `clusters`: each document's cluster id (its task's `modelbench.gate.cluster`), None for a document of a task that
     declares none (its own cluster); None when no document has one."""
