@@ -311,12 +311,6 @@ def compared_so_far(baseline: BaselineRecord, candidate: BaselineRecord, documen
                                                          for p in comparison.pooling))
 
 
-def pooled_look_blocks(look: int, block_count: int) -> int:
-    """The blocks of a task of `block_count` that a suite's pooled look number `look` (1 to BLOCKS) sees: the same
-    share of every task, fixed in advance, so no task's own stop decides what the pooled entry sees."""
-    return math.ceil(look * block_count / BLOCKS)
-
-
 class EarlyStop:
     """One task's early stopping against its stored baseline: the blocks to score, and after each the look.
 

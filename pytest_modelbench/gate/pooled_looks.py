@@ -8,11 +8,12 @@ session's decision and its early stops call the same `settle_pooled_looks`.
 
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
 from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.gate.decision import SessionDecision
-from pytest_modelbench.gate.early_stop import BLOCKS, EarlyStop, pooled_look_blocks
+from pytest_modelbench.gate.early_stop import BLOCKS, EarlyStop
 
 
 def settle_pooled_looks(decision: SessionDecision, early_stops: Mapping[str, EarlyStop]) -> None:
@@ -24,6 +25,12 @@ def settle_pooled_looks(decision: SessionDecision, early_stops: Mapping[str, Ear
         stops = {key: stop for key, stop in sorted(early_stops.items()) if key.split("/", 1)[0] == suite}
         if any(stop.settlement is not None for stop in stops.values()):  # else every task was scored in full
             _look_until_settled(decision, suite, stops)
+
+
+def pooled_look_blocks(look: int, block_count: int) -> int:
+    """The blocks of a task of `block_count` that a suite's pooled look number `look` (1 to BLOCKS) sees: the same
+    share of every task, fixed in advance, so no task's own stop decides what the pooled entry sees."""
+    return math.ceil(look * block_count / BLOCKS)
 
 
 def _look_until_settled(decision: SessionDecision, suite: str, stops: Mapping[str, EarlyStop]) -> None:
