@@ -351,14 +351,13 @@ class EarlyStop:
         self._scoring = scoring
         while True:
             evaluation = scoring.score_next()
-            if not scoring.blocks_left or self.settled(evaluation):
+            if self.settled(evaluation) or not scoring.blocks_left:
                 return evaluation
 
     def pooling_at(self, blocks: int) -> tuple[PoolingStats, ...] | None:
         """The task's pooling statistics on its first `blocks` blocks, for its suite's pooled entries; a task that
         stopped before them (unable to regress) scores its next blocks, its own verdict staying its settlement's.
-        None where there are none: a task not compared, stopped regressed, or scored in full (`blocks` its last,
-        whose statistics are its judgement's)."""
+        None where there are none: a task not compared, or stopped regressed."""
         while (blocks not in self._pooling and self._comparable and self.settlement is not None
                and self.settlement.verdict is not Verdict.REGRESSED and self._scoring.blocks_left):
             evaluation = self._scoring.score_next()
@@ -382,10 +381,11 @@ class EarlyStop:
             return False
         comparison = self._compared(evaluation, candidate)
         self._pooling[self._blocks_done] = comparison.pooling
+        # the last block settles nothing (the task is judged in full), its statistics kept for the last pooled look
         self.settlement = settle(comparison, entry_totals(self.baseline),
                                  bounded_differences(self.baseline, candidate, self.task_key,
                                                      evaluation.scores.aggregates()),
-                                 self.pooled == "task", self.full_run_verdicts)
+                                 self.pooled == "task", self.full_run_verdicts) if self._scoring.blocks_left else None
         return self.settlement is not None
 
     def _compared(self, evaluation: Any, candidate: BaselineRecord) -> TaskComparison:
