@@ -53,7 +53,6 @@ from pytest_modelbench.gate.provenance import provenance, stored_provenance
 from pytest_modelbench.gate.ratchet import RatchetUpdate, ratcheted, reset_record
 from pytest_modelbench.gate.result import (
     STATUS_CREATED,
-    STATUS_ERROR,
     STATUS_INVALID,
     STATUS_MISSING,
     STATUS_OFF,
@@ -203,6 +202,7 @@ def early_stop_for(identity: TaskId, runner: Any, *, policy: GatePolicy, store: 
     return EarlyStop(identity.key, baseline,
                      lambda evaluation: comparable_candidate(
                          baseline, candidate_record(identity, evaluation, runner, policy=policy, split=split)),
+                     lambda evaluation: run_integrity_problems(evaluation, policy),
                      pooled=None if identity.suite not in split.pooled else "suite" if one_process else "task",
                      full_run_verdicts=policy.early_stop_verdicts)
 
@@ -223,12 +223,9 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
               "baseline_name": policy.baseline_name, "integrity": counted}
     if policy.score_only:
         return Judgement(GateResult(status=STATUS_OFF, note="--score-only: no gate ran", **common))
-    problems = [] if integrity is None else integrity_problems(
-        integrity, limits_for(getattr(evaluation.prepared.config, "gate", None), policy.overrides),
-        recording=policy.writes)
+    problems = run_integrity_problems(evaluation, policy)
     if problems:  # the run, not the model: nothing of its quality is judged, nothing written
-        return Judgement(GateResult(status=STATUS_ERROR, note=f"the run, not the model: {'; '.join(problems)}",
-                                    n_documents=integrity.scored, **common),
+        return Judgement(GateResult.over_integrity_limits(problems, integrity.scored, **common),
                          IntegrityFailure(identity.key, tuple(problems), integrity.summary(),
                                           tuple(examples(integrity))))
     candidate = candidate_record(identity, evaluation, runner, policy=policy, split=split)
@@ -261,6 +258,13 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
         judgement.result.noise_measured_with = floor.measured_with
         judgement.warning = warning_text(identity.key, warnings, floor.measured_with)
     return judgement
+
+
+def run_integrity_problems(evaluation: Any, policy: GatePolicy) -> list[str]:
+    """Why an evaluated task's run is not whole enough to judge, at its limits (gate/integrity.py); empty: it is."""
+    integrity: TaskIntegrity | None = getattr(evaluation, "integrity", None)
+    limits = limits_for(getattr(evaluation.prepared.config, "gate", None), policy.overrides)
+    return [] if integrity is None else integrity_problems(integrity, limits, recording=policy.writes)
 
 
 def _say_why_invalid(judgement: Judgement, counted: Mapping[str, Any] | None) -> None:
