@@ -43,6 +43,7 @@ import gate_error_rates as sim  # noqa: E402
 from pytest_modelbench.gate import early_stop, early_stop_pooled  # noqa: E402
 from pytest_modelbench.gate.compare import TaskComparison, compare  # noqa: E402
 from pytest_modelbench.gate.pooled import pooled_entries  # noqa: E402
+from pytest_modelbench.gate.pooled_looks import pooled_look_blocks  # noqa: E402
 from pytest_modelbench.gate.verdict import Verdict  # noqa: E402
 
 QUIET_GAPS = 0.2  # a near-identical candidate's CrowS-Pairs gap noise, as a share of a fine-tune's
@@ -146,7 +147,7 @@ def resumed(tasks: Sequence[sim.Task], candidates: dict, tolerances: dict, judge
             for task in members:
                 j = judgements[task.name]
                 own = blocks[task.name]
-                seen = np.concatenate(own[:early_stop.pooled_look_blocks(look, len(own))])
+                seen = np.concatenate(own[:pooled_look_blocks(look, len(own))])
                 if j.regressed_stop and len(seen) > j.scored:
                     continue  # a task stopped regressed scores no more
                 j.scored = max(j.scored, len(seen))

@@ -301,20 +301,15 @@ def look(baseline: BaselineRecord, candidate: BaselineRecord, task_key: str, poo
 
 
 def compared_so_far(baseline: BaselineRecord, candidate: BaselineRecord, documents: Sequence[Any] | None = None,
-                    aggregates: Mapping[str, Any] | None = None) -> TaskComparison:
+                    aggregates: Mapping[str, Any] | None = None, failed: int = 0) -> TaskComparison:
     """The gate's comparison on the documents scored so far (the candidate's), with its pooling statistics saying
-    how many of the task's documents are unscored."""
+    how many of the task's documents are not yet scored. `failed`: the documents the backend could not score
+    (gate/integrity.py), left out of both sides as in a run without --early-stop, not waiting to be scored."""
     comparison = compare(restricted(baseline, candidate.doc_keys), candidate, candidate.tolerance, documents,
                          aggregates)
-    unscored = len(baseline.doc_keys) - comparison.n_documents
+    unscored = len(baseline.doc_keys) - comparison.n_documents - failed
     return dataclasses.replace(comparison, pooling=tuple(dataclasses.replace(p, unscored=unscored)
                                                          for p in comparison.pooling))
-
-
-def pooled_look_blocks(look: int, block_count: int) -> int:
-    """The blocks of a task of `block_count` that a suite's pooled look number `look` (1 to BLOCKS) sees: the same
-    share of every task, fixed in advance, so no task's own stop decides what the pooled entry sees."""
-    return math.ceil(look * block_count / BLOCKS)
 
 
 class EarlyStop:
@@ -327,11 +322,15 @@ class EarlyStop:
     suite), "suite" (it stops on its own verdict; its suite's pooled entries look at its first blocks later,
     `pooling_at`, scoring on where it stopped before them: the run's tasks must all be in one process), None (no
     pooled entries). `full_run_verdicts` (--early-stop-verdicts): stop not regressed only where every verdict the
-    task reports is the full run's (`settle`)."""
+    task reports is the full run's (`settle`). `integrity_problems`: why an evaluation's run is not whole enough to
+    judge (judge.py), for what the task scored past its stop (`scored_on`)."""
 
     def __init__(self, task_key: str, baseline: BaselineRecord, candidate_record: Callable[[Any], BaselineRecord],
-                 pooled: str | None = None, full_run_verdicts: bool = False):
+                 integrity_problems: Callable[[Any], list[str]], pooled: str | None = None,
+                 full_run_verdicts: bool = False):
         self.task_key = task_key
+        self.integrity_problems = integrity_problems
+        self.scored_on: Any = None  # the evaluation of every document scored, once scored on past the task's stop
         self.pooled = pooled
         self.full_run_verdicts = full_run_verdicts
         self.baseline = baseline
@@ -357,17 +356,17 @@ class EarlyStop:
         self._scoring = scoring
         while True:
             evaluation = scoring.score_next()
-            if not scoring.blocks_left or self.settled(evaluation):
+            if self.settled(evaluation) or not scoring.blocks_left:
                 return evaluation
 
     def pooling_at(self, blocks: int) -> tuple[PoolingStats, ...] | None:
         """The task's pooling statistics on its first `blocks` blocks, for its suite's pooled entries; a task that
         stopped before them (unable to regress) scores its next blocks, its own verdict staying its settlement's.
-        None where there are none: a task not compared, stopped regressed, or scored in full (`blocks` its last,
-        whose statistics are its judgement's)."""
+        None where there are none: a task not compared, or stopped regressed."""
         while (blocks not in self._pooling and self._comparable and self.settlement is not None
                and self.settlement.verdict is not Verdict.REGRESSED and self._scoring.blocks_left):
             evaluation = self._scoring.score_next()
+            self.scored_on = evaluation
             self._pooling[self._blocks_done] = self._compared(evaluation, self.candidate_record(evaluation)).pooling
         return self._pooling.get(blocks)
 
@@ -388,13 +387,14 @@ class EarlyStop:
             return False
         comparison = self._compared(evaluation, candidate)
         self._pooling[self._blocks_done] = comparison.pooling
+        # the last block settles nothing (the task is judged in full), its statistics kept for the last pooled look
         self.settlement = settle(comparison, entry_totals(self.baseline),
                                  bounded_differences(self.baseline, candidate, self.task_key,
                                                      evaluation.scores.aggregates()),
-                                 self.pooled == "task", self.full_run_verdicts)
+                                 self.pooled == "task", self.full_run_verdicts) if self._scoring.blocks_left else None
         return self.settlement is not None
 
     def _compared(self, evaluation: Any, candidate: BaselineRecord) -> TaskComparison:
         return compared_so_far(self.baseline, candidate, evaluation.prepared.documents,
-                               evaluation.scores.aggregates())
+                               evaluation.scores.aggregates(), len(evaluation.integrity.unscored))
 

@@ -153,6 +153,14 @@ def integrity_problems(integrity: TaskIntegrity, limits: IntegrityLimits, *, rec
     return problems
 
 
+def run_problems(evaluation: Any, overrides: Mapping[str, float], *, recording: bool) -> list[str]:
+    """Why an evaluated task's run is not whole enough to judge, at its YAML's limits and the command line's
+    `overrides` (`integrity_problems`); empty: it is, or the evaluation counts nothing."""
+    integrity: TaskIntegrity | None = getattr(evaluation, "integrity", None)
+    limits = limits_for(getattr(evaluation.prepared.config, "gate", None), overrides)
+    return [] if integrity is None else integrity_problems(integrity, limits, recording=recording)
+
+
 def recording_problem(integrity: TaskIntegrity) -> str:
     """Why a run that left documents unscored writes no baseline."""
     return (f"{len(integrity.unscored)} of {integrity.documents} documents unscored, and a baseline is recorded only "

@@ -46,8 +46,7 @@ from pytest_modelbench.gate.changed_documents import most_changed
 from pytest_modelbench.gate.compare import TaskComparison, compare
 from pytest_modelbench.gate.early_stop import EarlyStop, restricted
 from pytest_modelbench.gate.integrity import (
-    TaskIntegrity, comparable_candidate, examples, integrity_problems, limits_for, paired_baseline, recording_problem,
-    why_invalid,
+    TaskIntegrity, comparable_candidate, examples, paired_baseline, recording_problem, run_problems, why_invalid,
 )
 from pytest_modelbench.gate.noise_floor import NoiseWarning, below_noise, binary_metrics, measure, warning_text
 from pytest_modelbench.gate.policy import GatePolicy
@@ -55,7 +54,6 @@ from pytest_modelbench.gate.provenance import provenance, stored_provenance
 from pytest_modelbench.gate.ratchet import RatchetUpdate, ratcheted, reset_record
 from pytest_modelbench.gate.result import (
     STATUS_CREATED,
-    STATUS_ERROR,
     STATUS_INVALID,
     STATUS_MISSING,
     STATUS_OFF,
@@ -204,6 +202,7 @@ def early_stop_for(identity: TaskId, runner: Any, *, policy: GatePolicy, store: 
     return EarlyStop(identity.key, baseline,
                      lambda evaluation: comparable_candidate(
                          baseline, candidate_record(identity, evaluation, runner, policy=policy, split=split)),
+                     lambda evaluation: run_problems(evaluation, policy.overrides, recording=policy.noise_floor),
                      pooled=None if identity.suite not in split.pooled else "suite" if one_process else "task",
                      full_run_verdicts=policy.early_stop_verdicts)
 
@@ -224,9 +223,9 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
               "baseline_name": policy.baseline_name, "integrity": counted}
     if policy.score_only:
         return Judgement(GateResult(status=STATUS_OFF, note="--score-only: no gate ran", **common))
-    problems = [] if integrity is None else integrity_problems(
-        integrity, limits_for(getattr(evaluation.prepared.config, "gate", None), policy.overrides),
-        recording=policy.noise_floor)  # --noise-floor re-records every baseline, from a second scoring of each document
+    # only --noise-floor needs every document scored here: it re-records every baseline from a second scoring of each
+    # (a run about to write one baseline is checked where it writes, `_judge`)
+    problems = run_problems(evaluation, policy.overrides, recording=policy.noise_floor)
     if problems:
         return _run_error(identity, integrity, problems, **common)
     candidate = candidate_record(identity, evaluation, runner, policy=policy, split=split)
@@ -263,8 +262,7 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
 
 def _run_error(identity: TaskId, run: TaskIntegrity, problems: Sequence[str], **common: Any) -> Judgement:
     """The run, not the model: nothing of the task's quality is judged, nothing written."""
-    return Judgement(GateResult(status=STATUS_ERROR, note=f"the run, not the model: {'; '.join(problems)}",
-                                n_documents=run.scored, **common),
+    return Judgement(GateResult.over_integrity_limits(problems, run.scored, **common),
                      IntegrityFailure(identity.key, tuple(problems), run.summary(), tuple(examples(run))))
 
 

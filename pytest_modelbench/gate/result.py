@@ -6,7 +6,7 @@ item's user properties (outputs/result_properties.py) and is rebuilt from them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from pytest_modelbench.gate.alpha_split import DEFAULT_WEIGHT
 from pytest_modelbench.gate.baseline import BaselineRecord
@@ -97,6 +97,13 @@ class GateResult:
             total_weight=comparison.tolerance.total_weight, pooling=[p.as_json() for p in comparison.pooling],
             **kwargs,
         )
+
+    @classmethod
+    def over_integrity_limits(cls, problems: Sequence[str], scored: int, **kwargs: Any) -> "GateResult":
+        """A task whose run is over its integrity limits (gate/integrity.py, `problems`): in `error`, nothing of its
+        quality judged; `scored`: its documents scored."""
+        return cls(status=STATUS_ERROR, note=f"the run, not the model: {'; '.join(problems)}", n_documents=scored,
+                   **kwargs)
 
     @property
     def outcome(self) -> str:

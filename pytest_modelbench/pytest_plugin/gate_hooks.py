@@ -33,14 +33,15 @@ from typing import Any, Sequence
 import pytest
 from _pytest import junitxml
 
-from pytest_modelbench.errors import BaselineError, ModelbenchError
+from pytest_modelbench.errors import BaselineError
 from pytest_modelbench.gate import policy_file, pooled
 from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.decision import SessionDecision
-from pytest_modelbench.gate.early_stop import BLOCKS, EarlyStop, pooled_look_blocks
+from pytest_modelbench.gate.early_stop import EarlyStop
 from pytest_modelbench.gate.judge import GateOutcome, early_stop_for, judge_task
 from pytest_modelbench.gate.noise_floor import NoiseFloorWarning
 from pytest_modelbench.gate.policy import GateOptionError
+from pytest_modelbench.gate.pooled_looks import settle_pooled_looks
 from pytest_modelbench.gate.result import STATUS_MISSING, STATUS_POLICY, GateResult
 from pytest_modelbench.gate.storage import YAML_SUFFIXES, BaselineStore
 from pytest_modelbench.metrics.group_scores import group_metrics
@@ -328,7 +329,7 @@ class GateSession:
             for path in sorted(decision.unused):
                 Path(path).unlink(missing_ok=True)
                 decision.deleted.append(path)
-        self._settle_pooled(session)
+        settle_pooled_looks(decision, self.early_stops)  # --early-stop: may score on, and fail the session
         decision.pytest_status = int(session.exitstatus)
         outcome = decision.outcome()
         if outcome.failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
@@ -360,27 +361,6 @@ class GateSession:
             return
         shown = self.store.record_policy(session)
         self.policy_note = f"gate policy of suites '{policy_file.session_key(session['tasks'])}' recorded in {shown}"
-
-    def _settle_pooled(self, session: pytest.Session) -> None:
-        """--early-stop in one process: the pooled entries of a suite whose tasks stopped early look at the same first
-        share of every task, one more block's share a look, scoring on the tasks that stopped before it, until they
-        are settled (gate/early_stop.py, "Pooled entries"). A scoring error fails the session (SessionDecision.outcome)."""
-        for suite in sorted(self.decision.pooled_weights):
-            stops = {key: stop for key, stop in sorted(self.early_stops.items()) if key.split("/", 1)[0] == suite}
-            if not any(stop.settlement is not None for stop in stops.values()):
-                continue  # every task scored in full
-            for look in range(1, BLOCKS + 1):
-                try:
-                    for key, stop in stops.items():
-                        stats = stop.pooling_at(pooled_look_blocks(look, stop.block_count))
-                        if stats is not None:
-                            self.decision.replace_pooling(key, stats)
-                except ModelbenchError as exc:
-                    self.decision.pooled_problems.append(f"{key}: could not score on for the pooled entries of "
-                                                         f"{suite}: {exc}")
-                    break
-                if suite not in self.decision.unsettled_pooled():
-                    break
 
     @pytest.hookimpl(trylast=True)  # after the scores and syrupy's snapshot summary
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -18,6 +18,7 @@ from pytest_modelbench.gate.evidence.paired import paired_standard_error
 from pytest_modelbench.gate.evidence.pooling import PoolingStats
 from pytest_modelbench.gate.evidence.significance import least_churn_regression, worse_than_margin_pvalue
 from pytest_modelbench.gate.pooled import pooled_entries
+from pytest_modelbench.gate.pooled_looks import pooled_look_blocks
 from pytest_modelbench.gate.verdict import Verdict
 from tests.fixtures.gate_records import ACC, make_record
 
@@ -185,9 +186,9 @@ def test_a_small_category_whose_few_scored_documents_agree_does_not_settle_on_th
 
 
 def test_a_pooled_look_sees_the_same_share_of_every_task_up_to_all_of_it():
-    assert [early_stop.pooled_look_blocks(look, 8) for look in range(1, 9)] == list(range(1, 9))
-    assert [early_stop.pooled_look_blocks(look, 3) for look in range(1, 9)] == [1, 1, 2, 2, 2, 3, 3, 3]
-    assert {early_stop.pooled_look_blocks(look, 1) for look in range(1, 9)} == {1}
+    assert [pooled_look_blocks(look, 8) for look in range(1, 9)] == list(range(1, 9))
+    assert [pooled_look_blocks(look, 3) for look in range(1, 9)] == [1, 1, 2, 2, 2, 3, 3, 3]
+    assert {pooled_look_blocks(look, 1) for look in range(1, 9)} == {1}
 
 
 def _suite_stats(drop: float, scored: int, seed: int, churn: float = 0.03) -> dict[str, list[PoolingStats]]:
