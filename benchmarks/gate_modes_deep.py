@@ -3,8 +3,8 @@ mode, with the invariants checked (tests/fixtures/mode_invariants.py, the fast t
 
     python benchmarks/gate_modes_deep.py [--scenarios 10000] [--start 0] [--workers 2] [--first-failure]
 
-Prints the scenarios run, the time, and each finding (the broken invariant, the scenario that broke it) grouped by
-invariant. `--first-failure`: stop at the first scenario that breaks one and print how many were run to find it
+Prints the scenarios run, the time, each finding (the broken invariant, the scenario that broke it) grouped by
+invariant, and how often --early-stop failed a session the plain run passed. `--first-failure`: stop at the first scenario that breaks one and print how many were run to find it
 (the check that the harness finds a defect planted in the code)."""
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def one(seed: int) -> tuple[int, list[str]]:
+def one(seed: int) -> tuple[int, list[str], tuple[int, int]]:
+    """The scenario's findings, and the plain run's and the early stop's exit statuses."""
     from tests.fixtures.mode_invariants import findings
 
     with tempfile.TemporaryDirectory() as folder:
-        return seed, findings(seed, Path(folder))[0]
+        found, views = findings(seed, Path(folder))
+        return seed, found, (views["plain"].exit_status, views["early stop"].exit_status)
 
 
 def main() -> int:
@@ -40,10 +42,12 @@ def main() -> int:
     started = time.time()
     seeds = range(args.start, args.start + args.scenarios)
     broken: dict[int, list[str]] = {}
+    exits: Counter = Counter()
     run = 0
     with multiprocessing.get_context("fork").Pool(args.workers) as pool:
-        for seed, found in pool.imap(one, seeds, chunksize=4):
+        for seed, found, statuses in pool.imap(one, seeds, chunksize=4):
             run += 1
+            exits[statuses] += 1
             if found:
                 broken[seed] = found
                 if args.first_failure:
@@ -59,6 +63,10 @@ def main() -> int:
           f"on {args.workers} workers: {len(broken)} with findings")
     for kind, count in kinds.most_common():
         print(f"  {count:5d}  {kind}")
+    passed = sum(n for (plain, _), n in exits.items() if plain == 0)
+    blocked_early = sum(n for (plain, early), n in exits.items() if plain == 0 and early != 0)
+    print(f"plain run passed {passed} sessions; --early-stop failed {blocked_early} of them "
+          f"({blocked_early / max(passed, 1):.2%}); exit statuses (plain, early stop): {dict(sorted(exits.items()))}")
     for seed in sorted(broken)[:5]:
         print("\n".join(broken[seed]))
     return 1 if broken else 0
