@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -32,7 +33,7 @@ from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.gate_block import GateTolerance
 from pytest_modelbench.tasks.groups import AggregateMetric, GroupTree, ScorableGroup, bundle_members, tree_hash
 from pytest_modelbench.tasks.identity import TaskId
-from pytest_modelbench.tasks.requests import DocumentRequests, numbered
+from pytest_modelbench.tasks.requests import DocumentRequests, key_digest, key_numbered_after
 
 CATEGORY_FIELD = "task"  # a group's documents are in the category of their leaf task
 NO_FILTER_NAME = "none"
@@ -75,6 +76,8 @@ class GroupEvaluation:
     answers: None = None
     greedy: None = None
     integrity: Any = None  # its leaf tasks' integrity together (run/runner.py, gate/integrity.py combined)
+    # each leaf task's integrity (None: not counted), its unscored documents keyed in the group's numbering
+    leaf_integrities: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -181,9 +184,9 @@ def score_group(tree: GroupTree, leaf_evaluations: Mapping[str, Any]) -> GroupEv
     leaves = tree.leaves()
     evaluations = [leaf_evaluations[leaf.name] for leaf in leaves]
     metrics = group_metrics(tree, {leaf.name: e.scores.metrics for leaf, e in zip(leaves, evaluations)})
-    # the group's own keys: repeats numbered again, over its leaf tasks' scored documents together
-    documents = numbered([replace(doc, category=leaf.name)
-                          for leaf, e in zip(leaves, evaluations) for doc in e.prepared.documents])
+    before = _copies_before(evaluations)
+    documents = [replace(doc.numbered_after(copies), category=leaf.name)
+                 for leaf, e, copies in zip(leaves, evaluations, before) for doc in e.prepared.documents]
     categories = np.array([doc.category for doc in documents], dtype=object)
     per_document = {}
     for metric, scored in metrics:
@@ -225,7 +228,29 @@ def score_group(tree: GroupTree, leaf_evaluations: Mapping[str, Any]) -> GroupEv
         prompt_label=prepared_leaves[0].prompt_label,
     )
     loglikelihoods = [lls for e in evaluations for lls in e.loglikelihoods]
-    return GroupEvaluation(prepared, loglikelihoods, scores, tuple(evaluations))
+    integrities = tuple(_keyed_in_group(e.integrity, copies) for e, copies in zip(evaluations, before))
+    return GroupEvaluation(prepared, loglikelihoods, scores, tuple(evaluations), leaf_integrities=integrities)
+
+
+def _copies_before(leaf_evaluations: Sequence[Any]) -> list[dict[str, int]]:
+    """Per leaf task, in tree order: how many copies of each document (by digest) the leaf tasks before it hold,
+    scored or not. A leaf's k-th copy of a document is the group's (that many + k)-th, so the group's keys are one
+    numbering over all its leaf tasks' documents, whichever of them were scored, as its baseline's are."""
+    before: list[dict[str, int]] = []
+    counts: Counter[str] = Counter()
+    for evaluation in leaf_evaluations:
+        before.append(dict(counts))
+        counts.update(doc.digest for doc in evaluation.prepared.documents)
+        if evaluation.integrity is not None:
+            counts.update(key_digest(key) for key in evaluation.integrity.unscored_keys)
+    return before
+
+
+def _keyed_in_group(integrity: Any, copies: Mapping[str, int]) -> Any:
+    """A leaf task's integrity with its unscored documents' keys numbered in the group (`_copies_before`)."""
+    if integrity is None:
+        return None
+    return replace(integrity, unscored_keys=tuple(key_numbered_after(key, copies) for key in integrity.unscored_keys))
 
 
 def _aggregate(summaries: Sequence[MetricSummary], weighted: bool) -> MetricSummary:

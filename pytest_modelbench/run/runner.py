@@ -147,10 +147,9 @@ class BenchRunner:
         leaves = {leaf.name: self.evaluate(config, leaf_identity)
                   for leaf, config, leaf_identity in group.leaf_tasks}
         evaluation = score_group(group.tree, leaves)
-        if all(leaf.integrity is not None for leaf in leaves.values()):
+        if None not in evaluation.leaf_integrities:
             evaluation = dataclasses.replace(evaluation, integrity=combined(
-                [leaves[leaf.name].integrity for leaf in group.tree.leaves()],
-                [leaf.name for leaf in group.tree.leaves()]))
+                evaluation.leaf_integrities, [leaf.name for leaf in group.tree.leaves()]))
         self.evaluations[identity] = evaluation
         return evaluation
 

@@ -32,7 +32,8 @@ class DocumentRequests:
     category: str | None
     doc: Mapping[str, Any]
     cluster: str | None = None  # the task's `modelbench.gate.cluster` for this document (gate/pooled.py)
-    occurrence: int = 1  # k for the k-th exact repeat of a document among its task's documents (`numbered`)
+    # k for the k-th exact repeat of a document among its task's documents (`numbered`), or group's (`numbered_after`)
+    occurrence: int = 1
 
     @property
     def digest(self) -> str:
@@ -40,8 +41,18 @@ class DocumentRequests:
 
     @property
     def key(self) -> str:
-        """What pairs the document with a baseline's: its digest, with the suffix ``#k`` for a k-th repeat (k ≥ 2)."""
-        return self.digest if self.occurrence == 1 else f"{self.digest}#{self.occurrence}"
+        """What pairs the document with a baseline's (`document_key`)."""
+        return document_key(self.digest, self.occurrence)
+
+    def numbered_after(self, copies_before: Mapping[str, int]) -> DocumentRequests:
+        """The document numbered over a longer list that holds `copies_before` copies of each document (by digest)
+        ahead of its task's documents (a group's leaf tasks before its own)."""
+        return dataclasses.replace(self, occurrence=copies_before.get(self.digest, 0) + self.occurrence)
+
+
+def document_key(digest: str, occurrence: int) -> str:
+    """What pairs a document with a baseline's: its digest, with the suffix ``#k`` for a k-th repeat (k ≥ 2)."""
+    return digest if occurrence == 1 else f"{digest}#{occurrence}"
 
 
 def document_hash(context: str, continuations: Sequence[str], gold: Any) -> str:
@@ -71,6 +82,12 @@ def numbered(documents: Sequence[DocumentRequests]) -> list[DocumentRequests]:
 def key_digest(key: str) -> str:
     """The digest a document's key was made of."""
     return key.partition("#")[0]
+
+
+def key_numbered_after(key: str, copies_before: Mapping[str, int]) -> str:
+    """A document's key as `DocumentRequests.numbered_after` numbers it, from the key alone (a document unscored)."""
+    digest, _, occurrence = key.partition("#")
+    return document_key(digest, copies_before.get(digest, 0) + int(occurrence or 1))
 
 
 class FewshotSampler:

@@ -287,6 +287,34 @@ def test_an_unscored_first_copy_of_a_repeated_document_leaves_out_its_own_key_ev
     assert flaky["status"] == "pass" and set(flaky["integrity"]["unscored_keys"]) <= {keys[7], keys[150]}
 
 
+def test_a_groups_keys_are_numbered_over_all_its_leaf_tasks_documents_scored_or_not(project):
+    """A group of `healthy` then `flaky`: flaky's document 15 repeats its document 7, and its document 19 repeats
+    healthy's document 3; the first copy of each times out. The group is judged on its other 38 documents, each keyed
+    as in its baseline (one numbering over the leaf tasks' documents in tree order), in every record of the run."""
+    suite = project.path / "suites" / "toy"
+    documents = rows("flaky")
+    documents[15], documents[19] = documents[7], rows("healthy")[3]
+    (suite / "flaky.jsonl").write_text("".join(json.dumps(r) + "\n" for r in documents), encoding="utf-8")
+    (suite / "pair.yaml").write_text("group: pair\ntask:\n  - healthy\n  - flaky\naggregate_metric_list:\n"
+                                     "  - metric: acc\nmodelbench:\n  gate:\n    max_unscored: 0.1\n", encoding="utf-8")
+    run(project, "--snapshot-update", "--no-cache", "-k", "pair").assert_outcomes(passed=1)
+    keys = list(json.loads(next((project.path / "baselines").rglob("pair.json")).read_text())["documents"]["rows"])
+    assert (keys[20 + 15], keys[20 + 19]) == (f"{keys[20 + 7]}#2", f"{keys[3]}#2")
+    (project.path / "failing_once.json").write_text(json.dumps(["healthy-3", "flaky-7"]))
+    out, record = project.path / "r.json", project.path / "record.json"
+
+    result = run(project, "-k", "pair", "--no-cache", f"--results-json={out}", f"--run-record={record}")
+    result.assert_outcomes(passed=1)
+    assert "re-baseline" not in result.stdout.str()
+    pair = json.loads(out.read_text())["gate"]["toy/pair"]
+    assert (pair["status"], pair["n_documents"]) == ("pass", 38)
+    assert pair["integrity"]["unscored_keys"] == [keys[3], keys[20 + 7]]
+    recorded = json.loads(record.read_text())["results"][0]
+    scored = [key for i, key in enumerate(keys) if i not in (3, 20 + 7)]
+    assert list(json.loads(recorded["candidate"])["documents"]["rows"]) == scored
+    assert main(["merge", str(record), "--", "-k", "pair"]) == 0
+
+
 def test_answers_that_stop_parsing_regress_the_invalid_output_entry_and_say_why(project):
     run(project, "--snapshot-update", "--no-cache", "-k", "letters").assert_outcomes(passed=1)
     (project.path / "format.txt").write_text("The answer is ({}).")  # a template change: no filter parses it
