@@ -91,6 +91,13 @@ class SessionDecision:
     warn_unused: bool = False  # --snapshot-warn-unused: unused baselines only warn
     pytest_status: int = 0  # pytest's exit status before the gate's own verdicts (a shard's, in a merge: the worst)
 
+    @classmethod
+    def under(cls, policy: Any, **session: Any) -> "SessionDecision":
+        """The decision of a session run under `policy` (gate/policy.py, GatePolicy): what of the policy decides the
+        outcome, taken from it the same way by every caller (the pytest layer, the merge); `session`: the rest."""
+        return cls(policy.baseline_name, score_only=policy.score_only, error_control=policy.error_control,
+                   early_stop_verdicts=policy.early_stop_verdicts, update=policy.update, **session)
+
     def pooled(self) -> list[PooledEntry]:
         """The pooled entries of every suite with a pooled family and two or more compared tasks (gate/pooled.py);
         where --early-stop left documents unscored, as early_stop_pooled.settle_pooled settles them."""

@@ -95,9 +95,8 @@ def merge(records: Sequence[RunRecord], *, session: Mapping[str, Any], policy: G
             + ", ".join(f"{r.name} exited {r.exit_status}" for r in unfinished)
             + "; re-run them (pytest's exit status: 2 interrupted, 3 internal error, 4 usage error)"
         )
-    decision = SessionDecision(policy.baseline_name, pooled_weights=dict(split.pooled),
-                               error_control=policy.error_control, early_stop_verdicts=policy.early_stop_verdicts,
-                               pytest_status=max(record.exit_status for record in records))
+    decision = SessionDecision.under(policy, pooled_weights=dict(split.pooled),
+                                     pytest_status=max(record.exit_status for record in records))
     failed = False
     for record in records:
         _check_scored(record)

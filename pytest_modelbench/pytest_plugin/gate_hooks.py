@@ -149,10 +149,7 @@ class GateSession:
         self.policy_note: str | None = None  # what --snapshot-update did with the policy file, for the summary
         # --early-stop in one process: the early stopping of each task of a suite with pooled entries, by key
         self.early_stops: dict[str, EarlyStop] = {}
-        self.decision = SessionDecision(self.policy.baseline_name, score_only=self.policy.score_only,
-                                        display=self.store.display, error_control=self.policy.error_control,
-                                        early_stop_verdicts=self.policy.early_stop_verdicts,
-                                        update=self.policy.update, warn_unused=self.warn_unused)
+        self.decision = SessionDecision.under(self.policy, display=self.store.display, warn_unused=self.warn_unused)
 
     @property
     def baseline_name(self) -> str:
