@@ -53,6 +53,7 @@ def main() -> int:
             exits[statuses] += 1
             if found:
                 broken[seed] = found
+                print(f"finding in scenario {seed}: {found[0].split(chr(10), 1)[1].strip()[:300]}", flush=True)
                 if args.first_failure:
                     print(f"first failure at scenario {seed}, after {run} scenarios ({time.time() - started:.0f} s):")
                     print("\n".join(found))
