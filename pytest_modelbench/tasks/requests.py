@@ -4,6 +4,7 @@ each document's key, what pairs it with a baseline's document."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import random
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ class DocumentRequests:
     # k for the k-th exact repeat of a document among its task's documents (`numbered`), or group's (`numbered_after`)
     occurrence: int = 1
 
-    @property
+    @functools.cached_property  # asked for every pairing, under every key; the fields it hashes never change
     def digest(self) -> str:
         return document_hash(self.context, self.continuations, self.gold)
 
