@@ -15,11 +15,15 @@ import pytest
 from pytest_modelbench.__main__ import main
 from tests.fixtures.gate_modes import prepared_once, run_session, Mode
 from tests.fixtures.gate_scenarios import BACKEND_SPEC, scenario, write_project
+from tests.fixtures.mode_invariants import INVALID_NOTE
 
 REPO = Path(__file__).resolve().parents[2]
 # Seeds whose scenarios cover what the modes must agree on (checked by test_the_chosen_scenarios_cover_the_features):
-# a pooled entry, unscored documents, repeated documents, a generation task with unparseable answers, a regression.
-SEEDS = (0, 77, 261)
+# a pooled entry, unscored documents, repeated documents, a generation task with unparseable answers, a regression;
+# 37: a pooled entry regressed beside a task in `error`; 63: invalid_output regressed in one category, and tasks
+# that --early-stop stops.
+SEEDS = (0, 37, 63, 77, 261)
+REGRESSED = 37  # -n 2 with and without --early-stop (EarlyStop's "task": each task keeps documents for the pool)
 
 
 def gate(pytester, model: Path, *args: str, results: str | None = None) -> tuple[int, dict[str, Any] | None]:
@@ -32,11 +36,12 @@ def gate(pytester, model: Path, *args: str, results: str | None = None) -> tuple
 
 
 def decided(exit_status: int, document: dict[str, Any]) -> dict[str, Any]:
-    """What a results JSON says the gate decided: the exit status, each task's outcome, documents, unscored keys and
-    entry verdicts, and the pooled entries' verdicts."""
+    """What a results JSON says the gate decided: the exit status, each task's outcome, documents, unscored keys,
+    entry verdicts and invalid-output note, and the pooled entries' verdicts."""
     tasks = {key: (task["status"], task.get("n_documents"),
                    tuple((task.get("integrity") or {}).get("unscored_keys", ())),
-                   sorted((e["metric"], e.get("category") or "", e["verdict"]) for e in task.get("entries", ())))
+                   sorted((e["metric"], e.get("category") or "", e["verdict"]) for e in task.get("entries", ())),
+                   [said.group(0) for said in INVALID_NOTE.finditer(task.get("note") or "")])
              for key, task in document["gate"].items()}
     pooled = sorted((entry["metric"], entry["verdict"]) for entry in document.get("pooled", ()))
     return {"exit": exit_status, "tasks": tasks, "pooled": pooled}
@@ -103,12 +108,17 @@ def test_the_chosen_scenarios_cover_the_features():
 
 def test_two_workers_decide_what_one_process_decides(project, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the workers import the toy backend from tests.fixtures
-    case = scenario(SEEDS[-1])
+    case = scenario(REGRESSED)
     models = write_project(project.path, case)
     assert gate(project, models["baseline"], "--snapshot-update")[0] == 0
     one = decided(*gate(project, models["candidate"], "--no-cache", results="one.json"))
-    outcome = project.runpytest_subprocess(f"--model={models['candidate']}", f"--backend={BACKEND_SPEC}",
-                                           "-p", "no:cacheprovider", "-n", "2", "--no-cache",
-                                           f"--results-json={project.path / 'two.json'}")
-    two = decided(int(outcome.ret), json.loads((project.path / "two.json").read_text()))
+    assert one["exit"] == 1 and ("exact_match,strict", "regressed") in one["pooled"], case.describe()
+
+    def workers(*args: str) -> int:
+        return int(project.runpytest_subprocess(f"--model={models['candidate']}", f"--backend={BACKEND_SPEC}",
+                                                "-p", "no:cacheprovider", "-n", "2", "--no-cache", *args).ret)
+
+    two = decided(workers(f"--results-json={project.path / 'two.json'}"),
+                  json.loads((project.path / "two.json").read_text()))
     assert two == one, case.describe()
+    assert workers("--early-stop") == 1, case.describe()  # the pooled regression is not passed early
