@@ -10,8 +10,9 @@ checkpoint was scored a second time (NoiseFloor). Its file format (JSON, with a 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -206,6 +207,12 @@ def _flag_summary(flags: np.ndarray) -> Summary:
     if n == 0:
         return Summary(None, None, 0)
     return Summary(float(np.mean(flags)), float(np.std(flags, ddof=1) / np.sqrt(n)) if n > 1 else None, n)
+
+
+def with_clusters(record: BaselineRecord, clusters: Sequence[str | None]) -> BaselineRecord:
+    """`record` read back from its text, with the declared clusters of its documents that the text does not carry (a
+    baseline file stores none: the candidate's clusters decide, compare.py); as it is where there are none."""
+    return dataclasses.replace(record, doc_clusters=tuple(clusters)) if clusters else record
 
 
 def record_from_evaluation(

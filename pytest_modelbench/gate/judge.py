@@ -36,10 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pytest_modelbench.gate.alpha_split import AlphaSplit
 from pytest_modelbench.gate.baseline import (
-    BaselineRecord,
-    comparability_problems,
-    rebaseline_problem,
-    record_from_evaluation,
+    BaselineRecord, comparability_problems, rebaseline_problem, record_from_evaluation, with_clusters,
 )
 from pytest_modelbench.gate.baseline_file import dumps, parse_or_problem
 from pytest_modelbench.gate.changed_documents import most_changed
@@ -123,9 +120,11 @@ class Judgement:
     result: GateResult
     failure: TaskFailure | None = None
     warning: str | None = None  # entries whose margin is below the measured noise floor (gate/noise_floor.py)
-    # The candidate's record as the store writes it (dumps), when the task was scored in full: the evidence a run
-    # record carries, from which a merge of shards recomputes the task's result (gate/rejudge.py)
+    # The candidate's record as the store writes it (dumps), when the task was scored in full, and its declared
+    # clusters (which the text does not carry): the evidence a run record carries, from which a merge of shards
+    # recomputes the task's result (gate/rejudge.py)
     candidate_text: str | None = None
+    candidate_clusters: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,6 +148,7 @@ class GateOutcome:
 def gate_texts(
     candidate_text: str, baseline_text: str, documents: Sequence[Any] | None = None,
     aggregates: Mapping[str, Any] | None = None, unscored_keys: Sequence[str] = (),
+    clusters: Sequence[str | None] = (),
 ) -> GateOutcome:
     """Parse both serialized records and apply the gate with the candidate's tolerance. Never raises for bad input.
 
@@ -156,11 +156,12 @@ def gate_texts(
     `aggregates`: the scored metrics' aggregates by name (compare()).
     Without them such a record is not compared at all (the outcome says why): a comparison never leaves an entry out.
     `unscored_keys`: the documents the run could not score (within its integrity limits), left out of the baseline's
-    side too (gate/integrity.py).
+    side too (gate/integrity.py). `clusters`: the candidate's declared clusters, which its text does not carry.
     """
     candidate, problem = parse_or_problem(candidate_text)
     if candidate is None:
         return GateOutcome(None, f"the candidate record is not valid: {problem}", "invalid")
+    candidate = with_clusters(candidate, clusters)
     baseline, problem = parse_or_problem(baseline_text)
     if baseline is None:
         return GateOutcome(None, problem, "invalid")
@@ -297,7 +298,8 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
         common["note"] = stopped.settlement.note
     else:
         unscored = getattr(integrity, "unscored_keys", ())
-        outcome = (gate_texts(candidate_text, stored_text, evaluation.prepared.documents, aggregates, unscored)
+        outcome = (gate_texts(candidate_text, stored_text, evaluation.prepared.documents, aggregates, unscored,
+                              candidate.doc_clusters)
                    if stored_text is not None else None)
     compared = candidate if outcome is None or outcome.candidate is None else outcome.candidate
     update = _update(identity, compared, outcome, policy) if stored_text is not None and stopped is None else None
@@ -314,7 +316,7 @@ def _judge(identity: TaskId, evaluation: Any, candidate: BaselineRecord, aggrega
         judgement.result.note = "; ".join([judgement.result.note, *_blocked_note(update)]).lstrip("; ")
         judgement.result.references = list(update.lines) if written else []
     if stopped is None:
-        judgement.candidate_text = candidate_text
+        judgement.candidate_text, judgement.candidate_clusters = candidate_text, candidate.doc_clusters
     if stopped is not None and isinstance(judgement.failure, Regression):
         judgement.failure = dataclasses.replace(judgement.failure, early_stop_note=stopped.settlement.note)
     return judgement, outcome, written

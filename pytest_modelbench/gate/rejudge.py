@@ -20,7 +20,7 @@ import dataclasses
 import json
 from typing import Any, Sequence
 
-from pytest_modelbench.gate.baseline import Tolerance, rebaseline_problem
+from pytest_modelbench.gate.baseline import Tolerance, rebaseline_problem, with_clusters
 from pytest_modelbench.gate.baseline_file import parse_or_problem
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.integrity import comparable_candidate, paired_baseline, why_invalid
@@ -60,13 +60,15 @@ def _documents(rows: Any, doc_keys: Sequence[str]) -> list[DocumentRequests]:
 
 def rejudge(recorded: GateResult, candidate_text: str, stored_text: str | None, *, documents: Any,
             tolerance: Tolerance, baseline_display: str, baseline_name: str, baseline_ref: str | None,
-            working_tree_differs: bool) -> GateResult:
+            working_tree_differs: bool, clusters: Sequence[str | None] = ()) -> GateResult:
     """The result of the compared task `recorded` (its key, node id and changed documents are kept; the changed
     documents are display only) recomputed from `candidate_text` (and `documents`, the record's documents_json, for
-    aggregated metrics) and this project's baseline text."""
+    aggregated metrics, and `clusters`, the candidate's declared clusters recorded beside its text) and this project's
+    baseline text."""
     candidate, problem = parse_or_problem(candidate_text)
     if candidate is None:
         raise EvidenceProblem(f"its candidate record is not valid: {problem}")
+    candidate = with_clusters(candidate, clusters)
     if f"{candidate.suite}/{candidate.task}" != recorded.task:
         raise EvidenceProblem(f"its candidate record is of task {candidate.suite}/{candidate.task}")
     if stored_text is None:

@@ -186,7 +186,7 @@ def _recomputed(where: str, recorded: RecordedResult, policy: GatePolicy, store:
                        tolerance=tolerance,
                        baseline_display=store.display(path), baseline_name=policy.baseline_name,
                        baseline_ref=None if policy.baseline_ref is None else policy.baseline_ref.ref,
-                       working_tree_differs=working_tree_differs)
+                       working_tree_differs=working_tree_differs, clusters=recorded.clusters or ())
     except EvidenceProblem as exc:
         raise RunRecordError(f"{where}: cannot recompute its result: {exc}") from None
 

@@ -49,6 +49,7 @@ class RecordedResult:
     result: GateResult  # as the shard stated it
     candidate: str | None  # the evidence: the candidate's record text, when its task was scored in full
     documents: list[Any] | None  # its documents, where a metric aggregates over them (gate/rejudge.py)
+    clusters: list[str | None] | None = None  # its documents' declared clusters, which the record text does not carry
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ def record_text(*, shard: Shard, session: Mapping[str, Any], tasks: Mapping[str,
         "exit_status": int(exit_status),
         "results": [{"nodeid": r.nodeid, "failed": r.failed, "properties": properties(r),
                      "candidate": evidence.get(r.nodeid, {}).get("candidate"),
+                     "clusters": evidence.get(r.nodeid, {}).get("clusters"),
                      "documents": evidence.get(r.nodeid, {}).get("documents")}
                     for r in sorted(results, key=lambda r: r.task)],
         "scores": sorted(scores, key=lambda s: s["key"]), "custom_tests": sorted(custom_tests),
@@ -187,13 +189,17 @@ def _record(path: Path, raw: dict[str, Any]) -> RunRecord:
             raise _Malformed(f"key '{where}.candidate' must be a string or null")
         if documents is not None and not isinstance(documents, list):
             raise _Malformed(f"key '{where}.documents' must be a list or null")
+        clusters = entry.get("clusters")  # absent from records of earlier versions
+        if clusters is not None and not (isinstance(clusters, list)
+                                         and all(c is None or isinstance(c, str) for c in clusters)):
+            raise _Malformed(f"key '{where}.clusters' must be a list of strings (or nulls) or null")
         try:
             result = result_from_properties([(str(name), str(value)) for name, value in pairs], nodeid, failed)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise _Malformed(f"key '{where}.properties' is not a gate result ({type(exc).__name__}: {exc})") from None
         if result is None:
             raise _Malformed(f"key '{where}.properties' holds no gate result")
-        results.append(RecordedResult(result, candidate, documents))
+        results.append(RecordedResult(result, candidate, documents, clusters))
     scores = _list_of(raw, "scores", dict)
     for index, score in enumerate(scores):
         _get(score, "key", str, f"scores[{index}]")

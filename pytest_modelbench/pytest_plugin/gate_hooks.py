@@ -222,6 +222,7 @@ class GateSession:
         if judgement.candidate_text is not None:
             aggregated = any(getattr(m, "aggregate", None) is not None for m in evaluation.scores.metrics)
             item.stash[EVIDENCE_KEY] = {"candidate": judgement.candidate_text,
+                                        "clusters": list(judgement.candidate_clusters) or None,
                                         "documents": evaluation.prepared.documents if aggregated else None}
         if stopping is not None and stopping.pooled == "suite":
             self.early_stops[item.task_id.key] = stopping  # type: ignore[attr-defined]

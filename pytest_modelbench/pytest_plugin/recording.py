@@ -83,7 +83,7 @@ class RunRecorder:
         evidence = item.stash.get(gate.EVIDENCE_KEY, None)
         if call.when == "call" and evidence is not None:
             documents = evidence["documents"]
-            evidence = {"candidate": evidence["candidate"],
+            evidence = {"candidate": evidence["candidate"], "clusters": evidence["clusters"],
                         "documents": None if documents is None else documents_json(documents)}
             # pytest-xdist sends it to the controller with the report
             setattr(report, _EVIDENCE_ATTRIBUTE, json.dumps(evidence, ensure_ascii=False))

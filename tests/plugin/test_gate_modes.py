@@ -37,10 +37,12 @@ def gate(pytester, model: Path, *args: str, results: str | None = None) -> tuple
 
 def decided(exit_status: int, document: dict[str, Any]) -> dict[str, Any]:
     """What a results JSON says the gate decided: the exit status, each task's outcome, documents, unscored keys,
-    entry verdicts and invalid-output note, and the pooled entries' verdicts."""
+    entry verdicts and standard errors (clusters count in them) and invalid-output note, and the pooled entries'
+    verdicts."""
     tasks = {key: (task["status"], task.get("n_documents"),
                    tuple((task.get("integrity") or {}).get("unscored_keys", ())),
-                   sorted((e["metric"], e.get("category") or "", e["verdict"]) for e in task.get("entries", ())),
+                   sorted((e["metric"], e.get("category") or "", e["verdict"], round(e["standard_error"], 9))
+                          for e in task.get("entries", ())),
                    [said.group(0) for said in INVALID_NOTE.finditer(task.get("note") or "")])
              for key, task in document["gate"].items()}
     pooled = sorted((entry["metric"], entry["verdict"]) for entry in document.get("pooled", ()))

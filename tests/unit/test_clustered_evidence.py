@@ -13,12 +13,16 @@ import pytest
 
 from pytest_modelbench.errors import DocumentError, TaskConfigError
 from pytest_modelbench.gate.baseline import MetricInfo, Tolerance
+from pytest_modelbench.gate.baseline_file import dumps
 from pytest_modelbench.gate.compare import compare
 from pytest_modelbench.gate.evidence.clusters import cluster_labels, cluster_signs
 from pytest_modelbench.gate.evidence.paired import paired_bootstrap, paired_standard_error
 from pytest_modelbench.gate.evidence.pooling import PoolingStats
 from pytest_modelbench.gate.evidence.significance import student_t_cdf, worse_than_margin_pvalue
+from pytest_modelbench.gate.judge import gate_texts
 from pytest_modelbench.gate.pooled import pooled_entries
+from pytest_modelbench.gate.rejudge import rejudge
+from pytest_modelbench.gate.result import GateResult
 from pytest_modelbench.gate.verdict import Verdict
 from pytest_modelbench.tasks.config import load_task_config
 from pytest_modelbench.tasks.groups import load_group_config
@@ -228,3 +232,26 @@ def test_a_document_whose_cluster_is_empty_names_the_task_and_document(tmp_path)
     (folder / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     with pytest.raises(DocumentError, match=r"task 'arc_challenge_mt_is', document 1: its cluster is empty"):
         prepare_task(load_task_config(path), data_dir=tmp_path)
+
+
+def test_a_candidate_read_back_from_its_text_is_compared_with_the_clusters_recorded_beside_it():
+    """A record's text carries no clusters (a baseline file stores none), so the plain run, which gates the text it
+    would write, and the merge, which re-judges a shard's text, get the candidate's clusters beside it: their entries
+    are the in-memory candidate's, as under --early-stop (found by the modes harness, docs/gate-modes.md)."""
+    rng = np.random.default_rng(5)
+    base = (rng.random(200) < 0.4).astype(float)
+    cand = np.where(rng.random(200) < 0.2, 1 - base, base)
+    clusters = tuple(f"q{i // 4}" for i in range(800))
+    baseline, candidate = (replace(make_record({"acc": np.repeat(v, 4)}, metrics=[ACC]), doc_clusters=clusters)
+                           for v in (base, cand))
+    [in_memory] = compare(baseline, candidate, Tolerance()).entries
+    [read_back] = gate_texts(dumps(candidate), dumps(baseline), clusters=clusters).comparison.entries
+    [unclustered] = gate_texts(dumps(candidate), dumps(baseline)).comparison.entries
+    assert read_back.standard_error == in_memory.standard_error
+    assert unclustered.standard_error < in_memory.standard_error / 1.5  # four copies taken for four documents
+    recorded = GateResult.from_comparison(compare(baseline, candidate, Tolerance()), task="suite/probe", baseline="b.json",
+                                          baseline_name="default")
+    merged = rejudge(recorded, dumps(candidate), dumps(baseline), documents=None, tolerance=candidate.tolerance,
+                     baseline_display="b.json", baseline_name="default", baseline_ref=None,
+                     working_tree_differs=False, clusters=clusters)
+    assert merged.entries[0]["standard_error"] == in_memory.standard_error
