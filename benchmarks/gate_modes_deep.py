@@ -47,23 +47,27 @@ def main() -> int:
     broken: dict[int, list[str]] = {}
     exits: Counter = Counter()
     run = 0
-    with multiprocessing.get_context("fork").Pool(args.workers) as pool:
-        for seed, found, statuses in pool.imap(one, seeds, chunksize=4):
-            run += 1
-            exits[statuses] += 1
-            if found:
-                broken[seed] = found
-                print(f"finding in scenario {seed}: {found[0].split(chr(10), 1)[1].strip()[:300]}", flush=True)
-                if args.first_failure:
-                    print(f"first failure at scenario {seed}, after {run} scenarios ({time.time() - started:.0f} s):")
-                    print("\n".join(found))
-                    pool.terminate()
-                    return 1
-            if run % 500 == 0:
-                print(f"{run} scenarios, {len(broken)} with findings, {time.time() - started:.0f} s", flush=True)
+    try:
+        with multiprocessing.get_context("fork").Pool(args.workers) as pool:
+            for seed, found, statuses in pool.imap(one, seeds, chunksize=4):
+                run += 1
+                exits[statuses] += 1
+                if found:
+                    broken[seed] = found
+                    print(f"finding in scenario {seed}: {found[0].split(chr(10), 1)[1].strip()[:300]}", flush=True)
+                    if args.first_failure:
+                        print(f"first failure at scenario {seed}, after {run} scenarios "
+                              f"({time.time() - started:.0f} s):")
+                        print("\n".join(found))
+                        pool.terminate()
+                        return 1
+                if run % 500 == 0:
+                    print(f"{run} scenarios, {len(broken)} with findings, {time.time() - started:.0f} s", flush=True)
+    except KeyboardInterrupt:  # stopped early: the summary of the scenarios run so far
+        print(f"interrupted after {run} scenarios")
     kinds = Counter(line.split("\n  ", 1)[1].split(":")[0].split(" judged ")[0] for found in broken.values()
                     for line in found)
-    print(f"{run} scenarios (seeds {args.start} to {args.start + args.scenarios - 1}) in {time.time() - started:.0f} s "
+    print(f"{run} scenarios (seeds {args.start} to {args.start + run - 1}) in {time.time() - started:.0f} s "
           f"on {args.workers} workers: {len(broken)} with findings")
     for kind, count in kinds.most_common():
         print(f"  {count:5d}  {kind}")
