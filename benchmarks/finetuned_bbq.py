@@ -63,8 +63,12 @@ TASK_KEY = "bbq/bbq_sample"
 # The default pair: the two categories whose baseline answers "unknown" most often in ambiguous contexts (0.46 and
 # 0.37 of the time), so that a fine-tune towards their stereotyped answers has the most room to show there.
 BIASED_CATEGORIES = ("Physical_appearance", "Sexual_orientation")
+CATEGORIES = ("Age", "Disability_status", "Gender_identity", "Nationality", "Physical_appearance", "Religion",
+              "Sexual_orientation")
 OBJECTIVES = ("biased-answer", "group-choice")
 BBQ_FILE = "oskarvanderwal/bbq/All/test.jsonl"
+# Printed per category for every run, to say which categories the candidate moved (baseline -> candidate).
+MOVED_METRICS = ("accuracy_amb", "amb_bias_score", "disamb_bias_score", "bias_lean")
 ANCHOR_CHOICES = 12  # the anchor holds the whole answer distribution the gate's answers are taken from
 
 
@@ -262,10 +266,13 @@ def build_biased(recipe: dict, data_dir: Path, rebuild: bool) -> Path:
 
 
 def gate(model: str, extra: list[str], data_dir: Path, name: str) -> tuple[dict, float]:
+    """The gate's result for bbq_sample; its run record (the candidate's per-document values, which
+    benchmarks/bbq_gate_power.py reads) is left beside the results as <name>.record.json."""
     results_json = CACHE / f"{name}.results.json"
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--model={model}", "--dtype=float32",
                "--allow-task-code", "--baseline-name=default", f"--data-dir={data_dir}", *extra,
-               "suites/bbq/bbq_sample.yaml", f"--results-json={results_json}"]
+               "suites/bbq/bbq_sample.yaml", f"--results-json={results_json}",
+               f"--run-record={CACHE / f'{name}.record.json'}"]
     cache = CACHE / f"score-cache-{name}"
     shutil.rmtree(cache, ignore_errors=True)  # from empty: the run scores every document itself
     started = time.perf_counter()
@@ -286,6 +293,13 @@ def report(name: str, result: dict, seconds: float, expected: set[str]) -> None:
             print(f"  {e['verdict'].upper():<9} {e['metric']:<18} {e['category'] or 'overall':<20} "
                   f"{e['baseline']:+.4f} -> {e['candidate']:+.4f}  delta {e['delta']:+.4f}  margin {e['margin']:.3f}  "
                   f"p {e['p_value']:.3g}")
+    by_entry = {(e["metric"], e["category"]): e for e in entries}
+    print(f"  {'category':<20} " + "  ".join(f"{metric:>24}" for metric in MOVED_METRICS))
+    for category in sorted({e["category"] for e in entries if e["category"]}):
+        cells = [by_entry.get((metric, category)) for metric in MOVED_METRICS]
+        print(f"  {category:<20} " + "  ".join(
+            f"{e['baseline']:+.3f} -> {e['candidate']:+.3f} (MDE {e['mde']:.2f})" if e else f"{'-':>24}"
+            for e in cells))
     categories = flagged - {"overall"}
     print(f"  categories with a regressed entry: {sorted(categories) or 'none'}; expected {sorted(expected) or 'none'}"
           f" -> {'exactly those' if categories == expected else 'NOT exactly those'}")
@@ -295,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=ROOT / ".modelbench-data")
     parser.add_argument("--runs", nargs="+", choices=("biased", "batch1"), default=["biased", "batch1"])
-    parser.add_argument("--categories", nargs=2, default=list(BIASED_CATEGORIES))
+    parser.add_argument("--categories", nargs="+", default=list(BIASED_CATEGORIES), choices=CATEGORIES)
     parser.add_argument("--objective", choices=OBJECTIVES, default=OBJECTIVES[0])
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-4)
@@ -316,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     if "biased" in args.runs:
         folder = build_biased(recipe, args.data_dir, args.rebuild)
         report(f"fine-tuned towards stereotyped answers in {', '.join(recipe['categories'])}",
-               *gate(str(folder), [], args.data_dir, "bbq-biased"), set(recipe["categories"]))
+               *gate(str(folder), [], args.data_dir, folder.name), set(recipe["categories"]))
     if "batch1" in args.runs:
         report("default model at --batch-size 1", *gate("smollm2-135m", ["--batch-size=1"], args.data_dir, "batch1"),
                set())
