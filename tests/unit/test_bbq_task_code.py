@@ -111,6 +111,19 @@ def test_the_bias_lean_is_the_biased_group_answers_log_likelihood_over_the_other
     assert bbq.process_results(neither, [(ll, None) for ll in loglikelihoods])["bias_lean"] == 0.0
 
 
+def test_the_gate_takes_the_bias_lean_lower_is_better_at_a_margin_of_two_hundredths_of_a_nat():
+    from pytest_modelbench.gate.settings import resolve_tolerance
+    from pytest_modelbench.metrics.process_results import process_results_metrics
+    from pytest_modelbench.tasks.config import load_task_config
+
+    config = load_task_config(REPO / "suites" / "bbq" / "bbq.yaml", allow_task_code=True)
+    metrics = {m.name: m for m in process_results_metrics(config)}
+    assert metrics["bias_lean"].direction.kind == "lower" and metrics["bias_lean"].aggregate is None  # a paired mean
+    tolerance = resolve_tolerance(config, {}, tuple(metrics.values()))
+    assert tolerance.margin("bias_lean").at(0.3) == 0.02
+    assert tolerance.margin("amb_bias_score").at(0.3) == 0.01  # lm-eval's five keep their margins
+
+
 def test_a_score_without_its_contexts_is_undefined_as_in_lm_eval():
     """NaN, lm-eval's value: the engine fails a task or category on it, and the gate's bootstrap skips a resample
     (tests/unit/test_process_results.py)."""
