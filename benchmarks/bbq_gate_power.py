@@ -24,8 +24,10 @@ bootstrap of the sample's templates within each category, each drawn template a 
 - "+0.1 in C": equal quality, and every lean of C moved by the δ that raises C's expected share of biased answers
   among group answers by 5 points (its disamb_bias_score by 0.1, its amb_bias_score by 0.1 × (1 − accuracy_amb)).
 The full task: its documents are not scored here, so a full-size world stands in for it: each drawn template gets
-the full task's number of documents for that template, each a baseline document of it with the move of another of
-its documents (both drawn at random), which the measured variance components allow (`draw`). Each entry's MDE is
+the full task's number of documents for that template, each a baseline document of it with the move of a document
+of its category (both drawn at random), which the measured variance components allow (`draw`). Its moves are the
+sample's, reused: the full-size rows tell how the gate weighs a category's moves over the full task's documents and
+templates, not what a real run of the full task would show. Each entry's MDE is
 the gate's own (median over the row's candidates).
 """
 
@@ -198,9 +200,9 @@ def draw(world: World, moves: Moves, rng: np.random.Generator, shifted: str | No
     """One candidate on a template bootstrap of the sample: (baseline, candidate) records over the same documents.
     Each drawn template is a template of its own (its own cluster). On the sample a document keeps its own pair of
     answers; in a full-size world (`full_sizes[template]` documents per template) each document is a baseline
-    document of the template with the move of another document of it, both drawn at random: the moves of one
-    template's documents are about independent (the template share of their variance is 0 on both real candidates,
-    docs/bias-suite.md)."""
+    document of the template with the move of a document of its category, both drawn at random: the template share
+    of the moves' variance is 0 on both real candidates (docs/bias-suite.md), so a move belongs to its category, not
+    to its template."""
     index, moved_from, drawn, swap = [], [], [], []
     for category in sorted(set(world.categories)):
         templates = np.unique(world.templates[world.categories == category])
@@ -210,7 +212,7 @@ def draw(world: World, moves: Moves, rng: np.random.Generator, shifted: str | No
                 chosen, movers = members, members
             else:
                 chosen = rng.choice(members, size=full_sizes[t], replace=True)
-                movers = rng.choice(members, size=full_sizes[t], replace=True)
+                movers = rng.choice(np.flatnonzero(world.categories == category), size=full_sizes[t], replace=True)
             index.extend(chosen)
             moved_from.extend(movers)
             drawn.extend([len(set(drawn))] * len(chosen))

@@ -171,3 +171,34 @@ def test_the_committed_default_model_baseline_of_the_sample_is_comparable(data_m
     assert len(baseline.doc_keys) == len(prepared.documents)
     assert {m.name: (m.direction, m.ideal) for m in baseline.metrics if m.name.endswith("bias_score")} == {
         "amb_bias_score": ("ideal", 0.0), "disamb_bias_score": ("ideal", 0.0)}
+
+
+def test_a_lean_shift_in_one_category_regresses_that_categorys_bias_lean_and_nothing_else(data_mirror):
+    """The committed baseline against itself with every lean of Age 0.3 nats higher (the answers unchanged): the
+    gate's own compare, at bbq.yaml's margins and clusters, finds Age's lean regressed and no other entry."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from pytest_modelbench.gate.baseline_file import parse
+    from pytest_modelbench.gate.compare import compare
+    from pytest_modelbench.gate.settings import resolve_tolerance
+    from pytest_modelbench.gate.verdict import Verdict
+    from pytest_modelbench.metrics.process_results import process_results_metrics
+    from pytest_modelbench.tasks.config import load_task_config
+    from pytest_modelbench.tasks.task import prepare_task
+
+    config = load_task_config(REPO / "suites" / "bbq" / "bbq_sample.yaml", allow_task_code=True)
+    documents = prepare_task(config, data_dir=data_mirror).documents
+    path = REPO / "baselines" / "default" / "bbq" / "bbq_sample.json"
+    baseline = parse(path.read_text(encoding="utf-8"), path)
+    baseline = replace(baseline, doc_clusters=tuple(f"bbq/{d.doc['category']}/{d.doc['question_index']}"
+                                                    for d in documents))
+    age = np.array([category == "Age" for category in baseline.doc_categories])
+    candidate = replace(baseline, values={**baseline.values,
+                                          "bias_lean": baseline.values["bias_lean"] + np.where(age, 0.3, 0.0)})
+    metrics = process_results_metrics(config)
+    comparison = compare(baseline, candidate, resolve_tolerance(config, {}, metrics), documents,
+                         aggregates={m.name: m.aggregate for m in metrics if m.aggregate})
+    regressed = [(e.metric, e.category) for e in comparison.entries if e.verdict is Verdict.REGRESSED]
+    assert regressed == [("bias_lean", "Age")]
