@@ -18,8 +18,8 @@ the lean is above 0), and from the document (its context, whether its right answ
 one or "unknown"). A real candidate gives each document a pair (baseline, candidate) of those two; the world is a
 bootstrap of the sample's templates within each category, each drawn template a template (a cluster) of its own.
 - Equal quality (--noise): in each category the pairs of a real candidate that did not raise that category's bias,
-  with baseline and candidate swapping roles on a random half of the templates: no better and no worse than the
-  baseline, with a real candidate's spread.
+  with baseline and candidate swapping roles on a random half of the templates (of the documents in a full-size
+  world): no better and no worse than the baseline, with a real candidate's spread.
 - A real fine-tune (--real CATEGORY=RECORD): that record's pairs as they are, in every category.
 - "+0.1 in C": equal quality, and every lean of C moved by the δ that raises C's expected share of biased answers
   among group answers by 5 points (its disamb_bias_score by 0.1, its amb_bias_score by 0.1 × (1 − accuracy_amb)).
@@ -216,7 +216,10 @@ def draw(world: World, moves: Moves, rng: np.random.Generator, shifted: str | No
             index.extend(chosen)
             moved_from.extend(movers)
             drawn.extend([len(set(drawn))] * len(chosen))
-            swap.extend([moves.swapped[category] and rng.random() < 0.5] * len(chosen))
+            # on the sample a template's documents swap together; in a full-size world each document on its own
+            # (its move is its category's, not its template's: a swap per template would make one of a template)
+            coins = rng.random(len(chosen)) if full_sizes is not None else np.full(len(chosen), rng.random())
+            swap.extend(moves.swapped[category] & (coins < 0.5))
     index, moved_from, drawn, swap = map(np.array, (index, moved_from, drawn, swap))
     categories = world.categories[index]
     their_answered = np.array([moves.answered_group[c][j] for c, j in zip(categories, moved_from)])
