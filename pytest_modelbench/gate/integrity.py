@@ -3,7 +3,8 @@
 The run layer counts, per task, the documents it could not score (a request that still failed after the backend's
 retries: scoring/backend.py `Unscored`), the answers no filter could parse (a generate_until task's parsing
 pipelines all answered their fallback: tasks/filters.py `invalid_outputs`) and the requests re-sent
-(`TaskIntegrity`). A task whose unscored share (overall, or in any category) or invalid-output share is over its
+(`TaskIntegrity`), and whether the backend raised while scoring it (scoring/backend.py `BackendRaised`). A task
+whose backend raised, or whose unscored share (overall, or in any category) or invalid-output share is over its
 limits (`IntegrityLimits`: the command line's, else the YAML's `modelbench.gate`, else the defaults) is in `error`:
 the run, not the model. Its quality is not judged at all, so no verdict, pass or fail, comes from part of its
 documents. A run about to write a task's baseline (gate/judge.py) must have scored every document: a baseline is
@@ -54,7 +55,8 @@ class TaskIntegrity:
     """What a task's run could not score or parse. `categories`: the task's documents per category (scored or not);
     `invalid_flags`: per scored document, in order, whether no filter could parse its answer (None: the task has no
     parsing filter); `unscored_keys`: the unscored documents' keys (tasks/requests.py `DocumentRequests.key`, numbered
-    over every document)."""
+    over every document); `backend_failure`: the exception the backend raised while scoring it, in words (None: it
+    did not raise)."""
 
     documents: int
     categories: Mapping[str, int] = field(default_factory=dict)
@@ -63,6 +65,7 @@ class TaskIntegrity:
     retried: int = 0
     invalid: tuple[DocumentProblem, ...] = ()
     invalid_flags: tuple[bool, ...] | None = None
+    backend_failure: str | None = None
 
     @property
     def scored(self) -> int:
@@ -74,6 +77,8 @@ class TaskIntegrity:
         parts.append(f"{len(self.unscored)} of {self.documents} documents unscored")
         if self.invalid_flags is not None:
             parts.append(f"{len(self.invalid)} of {self.scored} answers no filter could parse")
+        if self.backend_failure is not None:
+            parts.append(self.backend_failure)
         return ", ".join(parts)
 
     def as_json(self) -> dict[str, Any]:
@@ -87,7 +92,7 @@ class TaskIntegrity:
             "by_category": by_category, "summary": self.summary(),
             "unscored_examples": [p.as_json() for p in self.unscored[:EXAMPLES]],
             "invalid_examples": [p.as_json() for p in self.invalid[:EXAMPLES]],
-            "unscored_keys": list(self.unscored_keys),
+            "unscored_keys": list(self.unscored_keys), "backend_failure": self.backend_failure,
         }
 
 
@@ -109,7 +114,8 @@ def combined(parts: Sequence[TaskIntegrity], leaf_categories: Sequence[str] | No
             categories[category] = categories.get(category, 0) + count
         unscored += problems
     return TaskIntegrity(sum(p.documents for p in parts), categories, tuple(unscored),
-                         tuple(key for part in parts for key in part.unscored_keys), sum(p.retried for p in parts))
+                         tuple(key for part in parts for key in part.unscored_keys), sum(p.retried for p in parts),
+                         backend_failure=next((p.backend_failure for p in parts if p.backend_failure), None))
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,9 @@ def integrity_problems(integrity: TaskIntegrity, limits: IntegrityLimits, *, rec
     """Why the task's run is not whole enough to judge (empty: it is). `recording`: the run writes the task's
     baseline."""
     problems = []
+    if integrity.backend_failure is not None:
+        problems.append(f"{integrity.backend_failure} while scoring the task ({integrity.scored} of "
+                        f"{integrity.documents} documents scored)")
     unscored = len(integrity.unscored)
     if recording and unscored:
         problems.append(recording_problem(integrity))

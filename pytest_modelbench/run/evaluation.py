@@ -17,7 +17,7 @@ from pytest_modelbench.metrics.aggregate import TaskScores, score_task
 from pytest_modelbench.metrics.process_results import document_values
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.numeric import is_number
-from pytest_modelbench.scoring.backend import Backend, Unscored, retried_count
+from pytest_modelbench.scoring.backend import Backend, BackendRaised, Unscored, retried_count
 from pytest_modelbench.tasks.filters import filtered_answers, invalid_outputs
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
@@ -58,10 +58,11 @@ def _evaluate_choices(prepared: PreparedTask, backend: Backend, metrics) -> Task
         start += len(doc.continuations)
     failed = _failed(per_doc)
     scored, kept = _scored(prepared, failed)
+    integrity = _integrity(prepared, failed, values)
     per_doc = [per_doc[d] for d in kept]
     for doc, values_of_doc in zip(scored.documents, per_doc):
         _check_finite(scored, doc, values_of_doc)
-    return TaskEvaluation(scored, per_doc, _score(scored, metrics, per_doc), integrity=_integrity(prepared, failed))
+    return TaskEvaluation(scored, per_doc, _score(scored, metrics, per_doc), integrity=integrity)
 
 
 class BlockScoring:
@@ -122,13 +123,14 @@ def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> T
         raise TaskConfigError(f"{_task(prepared)}: {exc.problem}") from None
     failed = _failed([[g] for g in generations])
     scored, kept = _scored(prepared, failed)
+    integrity = _integrity(prepared, failed, generations)
     generations = [generations[d] for d in kept]
     documents = scored.documents  # each pipeline runs over all of them at once, as lm-eval's filters do
     answers = filtered_answers(prepared.config.filters, generations, [doc.doc for doc in documents],
                                [doc.doc_id for doc in documents], _task(prepared))
     scores = _score(scored, metrics, answers)
     return TaskEvaluation(scored, [[] for _ in documents], scores, generations, answers,
-                          integrity=_with_invalid(_integrity(prepared, failed), scored, generations, answers))
+                          integrity=_with_invalid(integrity, scored, generations, answers))
 
 
 def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
@@ -143,7 +145,8 @@ def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> Task
     per_doc = [[values[d]] for d in kept]
     for doc, values_of_doc in zip(scored.documents, per_doc):
         _check_finite(scored, doc, values_of_doc)
-    return TaskEvaluation(scored, per_doc, _score(scored, metrics, per_doc), integrity=_integrity(prepared, failed))
+    return TaskEvaluation(scored, per_doc, _score(scored, metrics, per_doc),
+                          integrity=_integrity(prepared, failed, values))
 
 
 def _evaluate_loglikelihood(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
@@ -153,12 +156,13 @@ def _evaluate_loglikelihood(prepared: PreparedTask, backend: Backend, metrics) -
                     "log-likelihood", _task(prepared))
     failed = _failed([[r] for r in responses])
     scored, kept = _scored(prepared, failed)
+    integrity = _integrity(prepared, failed, responses)
     responses = [responses[d] for d in kept]
     for doc, (loglikelihood, _) in zip(scored.documents, responses):
         _check_finite(scored, doc, [loglikelihood])
     return TaskEvaluation(scored, [[loglikelihood] for loglikelihood, _ in responses],
                           _score(scored, metrics, responses), greedy=[greedy for _, greedy in responses],
-                          integrity=_integrity(prepared, failed))
+                          integrity=integrity)
 
 
 def _score(prepared: PreparedTask, metrics, responses: Sequence[Any]) -> TaskScores:
@@ -205,13 +209,15 @@ def _scored(prepared: PreparedTask, failed: dict[int, str]) -> tuple[PreparedTas
     return dataclasses.replace(prepared, documents=[prepared.documents[d] for d in kept]), kept
 
 
-def _integrity(prepared: PreparedTask, failed: dict[int, str]) -> TaskIntegrity:
-    """What of the task was left unscored (`failed`: document position → why)."""
+def _integrity(prepared: PreparedTask, failed: dict[int, str], values: Sequence[Any]) -> TaskIntegrity:
+    """What of the task was left unscored (`failed`: document position → why), and why the backend raised when it
+    did (the first `BackendRaised` among the backend's `values`)."""
     documents = prepared.documents
+    raised = next((value.reason for value in values if isinstance(value, BackendRaised)), None)
     return TaskIntegrity(len(documents), _category_counts(documents),
                          tuple(DocumentProblem(int(documents[d].doc_id), documents[d].category, why)
                                for d, why in sorted(failed.items())),
-                         tuple(documents[d].key for d in sorted(failed)))
+                         tuple(documents[d].key for d in sorted(failed)), backend_failure=raised)
 
 
 def _with_invalid(integrity: TaskIntegrity, scored: PreparedTask, generations: Sequence[str],

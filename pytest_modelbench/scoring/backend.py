@@ -35,6 +35,11 @@ timeout, an HTTP 500 that its own retries did not get past), is returned as `Non
 place, in the list or through on_batch: its document is left unscored (never scored as wrong), nothing of it is
 cached, and the task's integrity policy decides whether the rest is gated (docs/integrity.md). A document
 loglikelihoods backend returns `None` or `Unscored` for a whole document.
+Any other exception a backend raises once scoring has begun (a `ConnectionError` from the HTTP client it wraps, a
+CUDA out-of-memory error, a bug) ends the task's scoring as a failure of the run: what it passed through `on_batch`
+before it raised is kept and cached, every request of the call it had not answered is unscored (`BackendRaised`,
+naming the exception), and the task is `error` whatever its integrity limits; the session goes on to its next task.
+The traceback is logged at DEBUG on the `pytest_modelbench` logger (`--log-level=DEBUG`).
 - `retried_requests() -> int`: optional; how many requests the backend re-sent after a failure so far (a running
   count): the task's report shows the difference over its scoring.
 
@@ -96,6 +101,12 @@ class Unscored:
     """A request's place in a backend's answer when the run could not score it (module docstring): why."""
 
     reason: str
+
+
+@dataclass(frozen=True)
+class BackendRaised(Unscored):
+    """A request left unscored because the backend raised while scoring it (module docstring): its task is the run's
+    `error` whatever its limits."""
 
 
 def retried_count(backend: object) -> int:

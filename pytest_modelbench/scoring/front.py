@@ -11,6 +11,7 @@ backend class the same methods over itself, with the cache and progress sink it 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from itertools import accumulate
 from typing import Any, Callable, Sequence
@@ -20,7 +21,7 @@ from pytest_modelbench.errors import (
 )
 from pytest_modelbench.numeric import is_number
 from pytest_modelbench.scoring.backend import (
-    BackendInfo, DocumentRequest, GenerationRequest, LoglikelihoodRequest, RollingRequest, Unscored,
+    BackendInfo, BackendRaised, DocumentRequest, GenerationRequest, LoglikelihoodRequest, RollingRequest, Unscored,
     output_type_unsupported, retried_count, unscored_reason,
 )
 from pytest_modelbench.scoring.cached import score_greedy_requests, score_requests, score_with_cache
@@ -29,6 +30,7 @@ from pytest_modelbench.scoring.custom_backend import CheckedBackend
 from pytest_modelbench.scoring.progress import ScoringProgress
 
 Namer = Callable[[int], str]  # a request's index → where it is, for messages ("<task>, document 3, choice 1 (' b')")
+LOG = logging.getLogger("pytest_modelbench")
 
 
 def choice_requests(prepared) -> list[LoglikelihoodRequest]:
@@ -122,7 +124,7 @@ class ScoringFront:
         def name(i: int) -> str:
             return f"{task}, document {documents[i].doc_id}, continuation {documents[i].continuations[0]!r}"
 
-        failed: dict[int, str] = {}
+        failed: dict[int, Unscored] = {}
 
         def compute(todo: list[int], on_done: Callable[[list[int], list[Any]], None]) -> None:
             self._call(method, requests, todo, on_done, name, _is_greedy_pair, "a (log-likelihood, is_greedy) pair",
@@ -152,7 +154,7 @@ class ScoringFront:
         def name(i: int) -> str:
             return f"{task}, document {documents[i].doc_id}"
 
-        failed: dict[int, str] = {}
+        failed: dict[int, Unscored] = {}
 
         def compute(todo: list[int], on_done: Callable[[list[int], list[Any]], None]) -> None:
             self._call(method, requests, todo, on_done, name, is_number, "a number", failed)
@@ -182,7 +184,7 @@ class ScoringFront:
         def name(i: int) -> str:
             return f"{task}, document {documents[i].doc_id}"
 
-        failed: dict[int, str] = {}
+        failed: dict[int, Unscored] = {}
 
         def generate(todo_batches: list[list[int]], on_done: Callable[[list[int], list[str]], None]) -> None:
             todo = [i for batch in todo_batches for i in batch]
@@ -203,7 +205,7 @@ class ScoringFront:
                label: str) -> list[float]:
         """`backend.loglikelihoods` over `requests`, cached ones read from the score cache, all checked finite; an
         `Unscored` where the backend could not score the request."""
-        failed: dict[int, str] = {}
+        failed: dict[int, Unscored] = {}
 
         def compute(todo: list[int], on_done: Callable[[list[int], list[Any]], None]) -> None:
             self._call(self.backend.loglikelihoods, requests, todo, on_done, name, is_number, "a number", failed)
@@ -233,7 +235,7 @@ class ScoringFront:
             d, c = owners[i]
             return f"{name(d)}, choice {c} ({requests[d].continuations[c]!r})"
 
-        failed: dict[int, str] = {}
+        failed: dict[int, Unscored] = {}
 
         def compute(todo: list[int], on_done: Callable[[list[int], list[Any]], None]) -> None:
             scored = sorted({owners[i][0] for i in todo})
@@ -253,6 +255,12 @@ class ScoringFront:
                 if exc.index is None:
                     raise
                 raise exc.named(name(scored[exc.index])) from None
+            except ModelbenchError:
+                raise
+            except Exception as exc:
+                relay.raised(exc)
+                failed.update((flat[p], why) for p, why in relay.failed.items())
+                return
             rows = self._checked_count(rows, len(scored), lambda k: name(scored[k]))
             for k, (d, row) in enumerate(zip(scored, rows)):
                 if unscored_reason(row) is not None:  # the whole document: each continuation left unscored
@@ -272,10 +280,11 @@ class ScoringFront:
         return [values[starts[d]:starts[d] + size] for d, size in enumerate(sizes)]
 
     def _call(self, method, requests, todo: list[int], on_done, name: Namer, usable, kind: str,
-              failed: dict[int, str]) -> None:
+              failed: dict[int, Unscored]) -> None:
         """`method` over the requests at `todo`, its batches relayed to `on_done` once each, then the values it
         returned but never relayed; a RequestError's position becomes the request's index. The requests it could
-        not score go to `failed` (request index → why), never to `on_done`."""
+        not score go to `failed` (request index → why), never to `on_done`; when it raises (scoring/backend.py), every
+        request it had not relayed."""
         relay = _Relay(len(todo), self, name, lambda p: todo[p], usable, kind)
 
         def pass_on(fresh: list[tuple[int, Any]]) -> None:
@@ -289,6 +298,12 @@ class ScoringFront:
             if exc.index is None:
                 raise
             raise exc.at(todo[exc.index]) from None
+        except ModelbenchError:
+            raise
+        except Exception as exc:
+            relay.raised(exc)
+            failed.update((todo[p], why) for p, why in relay.failed.items())
+            return
         returned = self._checked_count(returned, len(todo), lambda p: name(todo[p]))
         pass_on(relay.fresh(range(len(returned)), returned))
         failed.update((todo[p], reason) for p, reason in relay.failed.items())
@@ -329,7 +344,7 @@ class _Relay:
 
     def __init__(self, n: int, front: ScoringFront, name: Namer, index: Callable[[int], int], usable, kind: str):
         self.passed = [False] * n
-        self.failed: dict[int, str] = {}
+        self.failed: dict[int, Unscored] = {}
         self.front, self.name, self.index, self.usable, self.kind = front, name, index, usable, kind
 
     def fresh(self, positions: Sequence[int], values: Sequence[Any]) -> list[tuple[int, Any]]:
@@ -346,7 +361,7 @@ class _Relay:
             reason = unscored_reason(value)
             if reason is not None:
                 if not self.passed[position]:
-                    self.failed.setdefault(position, reason)
+                    self.failed.setdefault(position, Unscored(reason))
                 continue
             if not self.usable(value):
                 raise BackendResultError(f"{self.name(self.index(position))}: {backend} returned {_shown(value)} "
@@ -356,6 +371,12 @@ class _Relay:
                 self.failed.pop(position, None)  # a value after a failure (a re-send) wins
                 fresh.append((position, value))
         return fresh
+
+    def raised(self, exc: Exception) -> None:
+        """The backend raised `exc` (scoring/backend.py): every position it had not passed on is unscored for it."""
+        LOG.debug("%s raised while scoring", backend_name(self.front.backend), exc_info=exc)
+        why = BackendRaised(f"the backend raised {type(exc).__name__}: {exc}")
+        self.failed.update((position, why) for position, passed in enumerate(self.passed) if not passed)
 
 
 class TaskFront:
@@ -385,10 +406,10 @@ class TaskFront:
         return self.front().generate_task(prepared)
 
 
-def _with_failures(values: list[Any], failed: dict[int, str]) -> list[Any]:
+def _with_failures(values: list[Any], failed: dict[int, Unscored]) -> list[Any]:
     """`values` with an `Unscored` at each request the backend could not score (never cached, never computed)."""
-    for i, reason in failed.items():
-        values[i] = Unscored(reason)
+    for i, why in failed.items():
+        values[i] = why
     return values
 
 

@@ -38,6 +38,7 @@ class FlakyBackend:
     def __init__(self, model):
         self.model = model
         self.asked = set()
+        self.served = 0
 
     def loglikelihoods(self, requests, on_batch=None):
         failing, once = _failing(), _failing("failing_once.json")
@@ -54,7 +55,19 @@ class FlakyBackend:
                     values.append(Unscored("timed out"))
                 else:
                     values.append(0.0 if request.continuation.strip() == gold.split("\\n")[0] else -1.0)
+        if (HERE / "raise_after.txt").exists():
+            self._serve_until_it_raises(requests, values, on_batch, int((HERE / "raise_after.txt").read_text()))
         return values
+
+    def _serve_until_it_raises(self, requests, values, on_batch, limit):
+        """Passes the values on in batches of 4 and raises, as an HTTP client whose server went away, once it has
+        served `limit` requests of the flaky task."""
+        for start in range(0, len(requests), 4):
+            flaky = sum(r.context.startswith("flaky-") for r in requests[start:start + 4])
+            if flaky and self.served + flaky > limit:
+                raise ConnectionError("HTTPConnectionPool(host='model-server', port=8000): connection refused")
+            self.served += flaky
+            on_batch(list(range(start, min(start + 4, len(requests)))), values[start:start + 4])
 
     def generate(self, requests, on_batch=None):
         fmt = (HERE / "format.txt").read_text() if (HERE / "format.txt").exists() else "Answer: {}"
@@ -212,6 +225,41 @@ def test_failed_requests_are_the_runs_error_and_the_rerun_scores_only_them(proje
     assert rerun.ret == 0
     # nothing of a failed request was cached, everything else was: the backend is asked for those requests only
     assert sorted(q for q, _ in asked(project)) == sorted(2 * failing)
+
+
+def test_a_backend_that_raises_halfway_is_the_runs_error_and_the_rerun_scores_only_what_it_never_served(project):
+    """Issue 50: a backend wrapping an HTTP client raises ConnectionError after serving half of one task's requests
+    (through on_batch): that task is `error` naming the exception and the documents scored, whatever its limits; the
+    other task is gated; exit 7, the results JSON written, no traceback; what was served is cached, so the re-run with
+    the backend healthy asks only for the rest."""
+    run(project, "--snapshot-update", "--no-cache", "-k", "healthy or flaky").assert_outcomes(passed=2)
+    asked(project)
+    (project.path / "raise_after.txt").write_text("20")  # of the flaky task's 40 requests: documents 0-9 served
+    out = project.path / "r.json"
+    result = run(project, "-k", "healthy or flaky", "--max-unscored=1", f"--results-json={out}")
+
+    assert result.ret == EXIT_STATUS_INTEGRITY
+    result.assert_outcomes(passed=1, failed=1)
+    document = json.loads(out.read_text())
+    jsonschema.validate(document, json.loads(RESULTS_SCHEMA.read_text()))
+    assert document["gate"]["toy/healthy"]["status"] == "pass"
+    flaky = document["gate"]["toy/flaky"]
+    assert flaky["status"] == "error" and flaky["entries"] == []
+    failure = ("the backend raised ConnectionError: HTTPConnectionPool(host='model-server', port=8000): connection "
+               "refused")
+    assert flaky["integrity"]["backend_failure"] == failure
+    assert flaky["integrity"]["unscored"] == DOCUMENTS // 2
+    output = result.stdout.str()
+    assert f"error (the run, not the model): task 'toy/flaky': {failure} while scoring the task (10 of 20 " \
+           "documents scored)" in output
+    assert "Traceback" not in output and "raise ConnectionError" not in output
+    asked(project)
+
+    (project.path / "raise_after.txt").unlink()
+    rerun = run(project, "-k", "healthy or flaky")
+    assert rerun.ret == 0
+    rerun.assert_outcomes(passed=2)
+    assert sorted(q for q, _ in asked(project)) == sorted(2 * [f"flaky-{i}" for i in range(DOCUMENTS // 2, DOCUMENTS)])
 
 
 def test_a_limit_from_the_command_line_or_the_yaml_admits_a_few_unscored_documents(project):
