@@ -255,11 +255,10 @@ class ScoringFront:
                 if exc.index is None:
                     raise
                 raise exc.named(name(scored[exc.index])) from None
-            except ModelbenchError:
-                raise
-            except Exception as exc:
-                relay.raised(exc)
-                failed.update((flat[p], why) for p, why in relay.failed.items())
+            except Exception as exc:  # the backend's own: the run's failure, not a document's
+                if isinstance(exc, ModelbenchError):
+                    raise
+                failed.update((flat[p], why) for p, why in relay.raised(exc))
                 return
             rows = self._checked_count(rows, len(scored), lambda k: name(scored[k]))
             for k, (d, row) in enumerate(zip(scored, rows)):
@@ -298,11 +297,10 @@ class ScoringFront:
             if exc.index is None:
                 raise
             raise exc.at(todo[exc.index]) from None
-        except ModelbenchError:
-            raise
-        except Exception as exc:
-            relay.raised(exc)
-            failed.update((todo[p], why) for p, why in relay.failed.items())
+        except Exception as exc:  # the backend's own: the run's failure, not a document's
+            if isinstance(exc, ModelbenchError):
+                raise
+            failed.update((todo[p], why) for p, why in relay.raised(exc))
             return
         returned = self._checked_count(returned, len(todo), lambda p: name(todo[p]))
         pass_on(relay.fresh(range(len(returned)), returned))
@@ -372,11 +370,13 @@ class _Relay:
                 fresh.append((position, value))
         return fresh
 
-    def raised(self, exc: Exception) -> None:
-        """The backend raised `exc` (scoring/backend.py): every position it had not passed on is unscored for it."""
+    def raised(self, exc: Exception) -> list[tuple[int, Unscored]]:
+        """The backend raised `exc` (scoring/backend.py): every position it had not passed on is unscored for it;
+        the failed positions, with why."""
         LOG.debug("%s raised while scoring", backend_name(self.front.backend), exc_info=exc)
         why = BackendRaised(f"the backend raised {type(exc).__name__}: {exc}")
         self.failed.update((position, why) for position, passed in enumerate(self.passed) if not passed)
+        return list(self.failed.items())
 
 
 class TaskFront:
