@@ -29,7 +29,7 @@ array="${array%%;*}"   # --parsable prints "jobid" or "jobid;cluster"
 
 # The merge runs in this checkout with the shards' selection and gate options after -- (it recomputes every verdict
 # under this checkout's policy). Every shard's record by name: one that is missing (a shard cut off by the time limit, or lost) makes the merge
-# refuse with exit 4, as does a shard that did not finish (its record's exit status 2, 3 or 4).
+# refuse with exit 4, as does a shard that did not finish (its record's exit status 11, 2, 3 or 4).
 records=""
 for k in $(seq 1 "$shards"); do records+=" $run_dir/shard-$k.json"; done
 merge=$(sbatch --parsable "${extra[@]+"${extra[@]}"}" --dependency="afterany:$array" --job-name=modelbench-merge \

@@ -25,6 +25,10 @@ EXIT_STATUS_FAIL = 1  # pytest's "tests failed"; syrupy's for unused baselines
 # "the model got worse". Past pytest's own 0-5 and the merge's refusal (4, as pytest's usage error), and odd: syrupy's
 # sessionfinish ORs pytest's status (1, the failed items) into the one set here, which 6 would turn into 7.
 EXIT_STATUS_INTEGRITY = 7
+# The session was stopped (SIGINT, SIGTERM) before every task was judged: neither a pass nor the model's failure. Not
+# pytest's 2, which it also gives for collection errors; odd with bit 2 set, so that syrupy's OR of pytest's own
+# status (2 when interrupted, 1) leaves it as it is.
+EXIT_STATUS_INTERRUPTED = 11
 # pytest's exit statuses that say more than "a test failed" (5, no tests collected, fails nothing here)
 _PYTEST_STATUSES = {2: "interrupted", 3: "internal error", 4: "usage error"}
 _NAMED = 3  # node ids named in a reason before "and N more"
@@ -37,28 +41,34 @@ class SessionOutcome:
 
     reasons: tuple[str, ...] = ()  # why it failed; none: it passed
     integrity_only: bool = False  # every failure is a task in `error` (the run, not the model)
+    interrupted: bool = False  # stopped by a signal before every task was judged: `unfinished` were not
+    unfinished: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
-        return bool(self.reasons)
+        return bool(self.reasons) or self.interrupted
 
     @property
     def exit_status(self) -> int:
         """0 passed; EXIT_STATUS_INTEGRITY (7) when only runs failed (tasks in `error`); else EXIT_STATUS_FAIL (a
-        quality failure wins over an integrity one: the model got worse whatever else broke)."""
+        quality failure wins over an integrity one: the model got worse whatever else broke);
+        EXIT_STATUS_INTERRUPTED (11) whatever was judged before a signal stopped the session."""
+        if self.interrupted:
+            return EXIT_STATUS_INTERRUPTED
         if not self.failed:
             return 0
         return EXIT_STATUS_INTEGRITY if self.integrity_only else EXIT_STATUS_FAIL
 
     @property
     def status(self) -> str:
-        return "failed" if self.failed else "passed"
+        return "interrupted" if self.interrupted else "failed" if self.failed else "passed"
 
     def headline(self) -> str:
         return f"gate {self.status}" + (f": {'; '.join(self.reasons)}" if self.reasons else "")
 
     def as_json(self) -> dict[str, Any]:
-        return {"status": self.status, "reasons": list(self.reasons), "exit_status": self.exit_status}
+        return {"status": self.status, "reasons": list(self.reasons), "exit_status": self.exit_status,
+                "unfinished": list(self.unfinished)}
 
 
 def _named(nodeids: Sequence[str]) -> str:
@@ -90,6 +100,8 @@ class SessionDecision:
     update: bool = False
     warn_unused: bool = False  # --snapshot-warn-unused: unused baselines only warn
     pytest_status: int = 0  # pytest's exit status before the gate's own verdicts (a shard's, in a merge: the worst)
+    interrupted_by: str | None = None  # the signal that stopped the session (SIGINT, SIGTERM) before it finished
+    unfinished: list[str] = field(default_factory=list)  # the gated tasks it stopped before judging
 
     @classmethod
     def under(cls, policy: Any, **session: Any) -> "SessionDecision":
@@ -151,6 +163,10 @@ class SessionDecision:
         (pytest's own status where that says more) and every report heads with it."""
         failed_results = [r for r in self.results if r.failed]
         reasons = []
+        if self.interrupted_by is not None:
+            reasons.append(f"{self.interrupted_by} stopped the session before {len(self.unfinished)} gated task(s) "
+                           "were judged" + (f": {_named(self.unfinished)}" if self.unfinished else "")
+                           + "; what was scored is in the score cache, and a re-run scores only what is left")
         if failed_results:
             reasons.append(f"{len(failed_results)} task(s) failed: "
                            + _named([f"{r.task} ({r.outcome})" for r in sorted_results(failed_results)]))
@@ -167,14 +183,14 @@ class SessionDecision:
             reasons.append(f"{len(regressed)} pooled entr{'y' if len(regressed) == 1 else 'ies'} regressed: "
                            + ", ".join(f"{e.suite} {e.metric}" for e in regressed))
         reasons += self.pooled_problems
-        if self.pytest_status in _PYTEST_STATUSES:
+        if self.pytest_status in _PYTEST_STATUSES and self.interrupted_by is None:
             reasons.append(f"pytest: {_PYTEST_STATUSES[self.pytest_status]} (exit status {self.pytest_status})")
         elif self.pytest_status == 1 and not reasons:
             reasons.append("pytest exit status 1 (a test or check failed)")
         errors = [r for r in failed_results if r.status == STATUS_ERROR]
         integrity_only = bool(errors) and len(reasons) == 1 and len(errors) == len(failed_results) \
             and not other_failures
-        return SessionOutcome(tuple(reasons), integrity_only)
+        return SessionOutcome(tuple(reasons), integrity_only, self.interrupted_by is not None, tuple(self.unfinished))
 
     def outcome_json(self) -> dict[str, Any]:
         """The session's outcome for --results-json and --junitxml."""

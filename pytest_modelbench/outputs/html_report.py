@@ -50,7 +50,7 @@ h1{font-size:22px;margin:0 0 8px}h2{font-size:18px;margin:28px 0 6px;border-top:
 h3{font-size:15px;margin:16px 0 6px}table{border-collapse:collapse;font-size:13px;margin:6px 0}
 td,th{border:1px solid #dadce0;padding:3px 7px;text-align:left;vertical-align:top}th{background:#f1f3f4}
 td.num{text-align:right;font-variant-numeric:tabular-nums}.badge{padding:1px 7px;border-radius:9px;color:#fff;font-size:12px}
-.failed{color:#c5221f}.passed{color:#188038}.note{color:#5f6368;font-size:13px}.legend{color:#5f6368;font-size:12px}
+.failed{color:#c5221f}.passed{color:#188038}.interrupted{color:#b06000}.note{color:#5f6368;font-size:13px}.legend{color:#5f6368;font-size:12px}
 pre{white-space:pre-wrap;margin:0;font-size:12px}.gold{font-weight:600}svg text{font-size:11px;fill:#3c4043}
 tr.differs td{background:#fef7e0}tr.differs.must-match td{background:#fce8e6;font-weight:600}
 """

@@ -24,7 +24,8 @@ def terminal_section(decision: SessionDecision, *, baselines_missing: str | None
             f"no gate ran: the scores of {len(decision.results)} task(s) were compared with no baseline; "
             "they pass no release gate"
         ]
-    lines: list[str] = [decision.outcome().headline()] if decision.results or decision.unused else []
+    shown = decision.results or decision.unused or decision.interrupted_by is not None
+    lines: list[str] = [decision.outcome().headline()] if shown else []
     if decision.results and baselines_missing:
         lines.append(baselines_missing)
     if decision.results:

@@ -46,7 +46,7 @@ from pytest_modelbench.gate.result import STATUS_MISSING, STATUS_POLICY, GateRes
 from pytest_modelbench.gate.storage import YAML_SUFFIXES, BaselineStore
 from pytest_modelbench.metrics.group_scores import group_metrics
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
-from pytest_modelbench.pytest_plugin import cli_options, gate_options
+from pytest_modelbench.pytest_plugin import cli_options, gate_options, interruption
 from pytest_modelbench.pytest_plugin.syrupy_extension import BaselineExtension, BaselineSite, BaselineUpdateExtension
 from pytest_modelbench.outputs.failure_messages import failure_error
 from pytest_modelbench.outputs.result_properties import PROPERTY_PREFIX, properties, result_from_properties
@@ -310,12 +310,16 @@ class GateSession:
         if output.get(_POLICY_OUTPUT_KEY) is not None:  # every worker collected the same
             self.effective_policy, self.whole_suites = output[_POLICY_OUTPUT_KEY], True
 
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        self.decision.interrupted_by = interruption.signal_name(self.config)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config = self.config
         decision = self.decision
         distributing = config.pluginmanager.has_plugin("dsession")
-        if not self.policy.score_only and not self.disable_unused and not distributing:
+        finished = decision.interrupted_by is None  # an interrupted session deletes and fails no unused baseline
+        if not self.policy.score_only and not self.disable_unused and not distributing and finished:
             decision.unused.update(self.store.find_unused(self.suite_dirs, self.suite_roots))
         if hasattr(config, "workerinput"):
             config.workeroutput[_UNUSED_OUTPUT_KEY] = sorted(decision.unused)  # type: ignore[attr-defined]
@@ -327,11 +331,16 @@ class GateSession:
             for path in sorted(decision.unused):
                 Path(path).unlink(missing_ok=True)
                 decision.deleted.append(path)
-        settle_pooled_looks(decision, self.early_stops)  # --early-stop: may score on, and fail the session
+        if decision.interrupted_by is not None:
+            judged = {result.task for result in decision.results}
+            decision.unfinished = sorted({item.task_id.key for item in session.items if is_gated(item)} - judged)
+        else:
+            settle_pooled_looks(decision, self.early_stops)  # --early-stop: may score on, and fail the session
         decision.pytest_status = int(session.exitstatus)
         outcome = decision.outcome()
-        if outcome.failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-            session.exitstatus = outcome.exit_status  # 1, or 7 where only runs failed (gate/decision.py)
+        if outcome.interrupted or (
+                outcome.failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)):
+            session.exitstatus = outcome.exit_status  # 1, 7 where only runs failed, 11 interrupted (gate/decision.py)
         self._record_policy(int(session.exitstatus))
         junit = config.stash.get(junitxml.xml_key, None)
         if junit is not None:  # written by pytest's own sessionfinish, after this one
@@ -388,6 +397,12 @@ def outcome_json(config: pytest.Config) -> dict[str, Any] | None:
     """The session's outcome for --results-json: what its exit status says, and why (gate/decision.py)."""
     session = config.stash.get(GATE_KEY, None)
     return None if session is None else session.decision.outcome_json()
+
+
+def interrupted(config: pytest.Config) -> bool:
+    """Whether a signal stopped the session before it finished (pytest_plugin/interruption.py)."""
+    session = config.stash.get(GATE_KEY, None)
+    return session is not None and session.decision.interrupted_by is not None
 
 
 def pooled_json(config: pytest.Config) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from pytest_modelbench.errors import ModelbenchError
 from pytest_modelbench.metrics.group_scores import gated_members
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.pytest_plugin import (
-    cli_options, fixtures, gate_options, inspection, recording, rescoring, shards,
+    cli_options, fixtures, gate_options, inspection, interruption, recording, rescoring, shards,
 )
 from pytest_modelbench.pytest_plugin import gate_hooks as gate
 from pytest_modelbench.pytest_plugin.refusals import format_refusals
@@ -86,6 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "modelbench: a task scored by pytest-modelbench")
     config.pluginmanager.register(fixtures, "modelbench-fixtures")  # modelbench_model, for custom tests
     gate.configure(config)  # registers the gate's session hooks (results, unused baselines, --md-report)
+    interruption.configure(config)  # SIGINT, SIGTERM: the session ends `interrupted`, its reports written
     shards.configure(config)  # --shard
     recording.configure(config)  # --run-record
     config.stash[RESULTS_PATH_KEY] = cli_options.output_path(
@@ -293,8 +294,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if runner is None or gathered is None or path is None or hasattr(config, "workerinput"):
         return
     tasks = gathered.tasks()
-    if not tasks:
+    if not tasks and not gate.interrupted(config):
         return
     document = results_document(tasks, run_config(runner.options), gate.outcomes_json(config), gate.pooled_json(config),
                                 gate.outcome_json(config))
     cli_options.write_output(session, "--results-json", path, json_text(document))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    interruption.unconfigure(config)

@@ -1,8 +1,9 @@
-"""Faults during real runs, in real processes: kill -9 and Ctrl-C during --snapshot-update, and two pytest
-processes sharing one score cache and one baselines folder."""
+"""Faults during real runs, in real processes: kill -9 and Ctrl-C during --snapshot-update, SIGTERM in the middle of a
+gated run, and two pytest processes sharing one score cache and one baselines folder."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_modelbench.gate.baseline_file import parse
+from pytest_modelbench.gate.decision import EXIT_STATUS_INTERRUPTED
 from tests.fixtures.gate_tasks import pool_documents, write_task
 from tests.plugin.gate_project import _one_torch_thread  # noqa: F401 - fixture
 
@@ -52,8 +54,9 @@ def _interruptible() -> None:
     """In the child before exec: Ctrl-C as a user's shell gives it, whatever the process running this test holds. An
     ignored or blocked SIGINT survives exec (twice in clean-clone CI runs under xdist the interrupted run went on past
     two SIGINTs; with SIGINT ignored in the test's own process, this test fails without this reset)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def wait_for(condition, process: subprocess.Popen, timeout: float = 240) -> None:
@@ -120,9 +123,10 @@ def test_ctrl_c_keeps_the_cache_and_writes_no_partial_baseline(project, tiny_mod
         process.send_signal(signal.SIGINT)
         output = process.communicate(timeout=120)[0]
 
-    # pytest reports the interrupt (exit code 2); rarely its own report of where it landed crashes (a frame without a
-    # line number, inside pytest), which exits 1: either way the run stops, and the checks below are what matter.
-    assert process.returncode in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.TESTS_FAILED), output
+    # the interrupted status (gate/decision.py); rarely pytest's own report of where the interrupt landed crashes (a
+    # frame without a line number, inside pytest), which exits 1: either way the run stops, and the checks below are
+    # what matter.
+    assert process.returncode in (EXIT_STATUS_INTERRUPTED, pytest.ExitCode.TESTS_FAILED), output
     assert "KeyboardInterrupt" in output
     passed = {task for task in TASKS if f"::{task} PASSED" in output}
     written = {path.stem for path in baselines(project).glob("*.json")}
@@ -150,3 +154,50 @@ def test_two_pytest_processes_share_one_cache_and_one_baselines_folder(project, 
     requests = {(i, doc["text"], option) for i in range(len(TASKS)) for doc in pool_documents(DOCS, seed=i)
                 for option in doc["options"]}
     assert cache_rows(project) == len({(text, option) for _, text, option in requests})
+
+
+def test_sigterm_in_the_second_task_ends_interrupted_with_the_first_verdict_and_the_rerun_scores_the_rest(
+        project, pytester, tiny_model):
+    """Issue 50: SIGTERM (a CI job cancelled) in the middle of the second task: within seconds the run exits with the
+    interrupted status, its results JSON says `interrupted` and which tasks were not judged, the first task's verdict
+    is kept, and the re-run scores only what was left."""
+    pytester.runpytest(f"--model={tiny_model}", "-p", "no:cacheprovider", "--snapshot-update",
+                       "--no-cache").assert_outcomes(passed=len(TASKS))
+    (project / "conftest.py").write_text("import pathlib\n\n\ndef pytest_runtest_logstart(nodeid, location):\n"
+                                         f"    if nodeid.endswith('{TASKS[1]}'):\n"
+                                         "        pathlib.Path('second_started').touch()\n")
+    process = start_pytest(project, tiny_model, "--results-json=r.json")
+    wait_for(lambda: (project / "second_started").exists() and cache_rows(project) > DOCS * 2, process)
+    signalled = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=60)[0]
+    stopped_after = time.monotonic() - signalled
+
+    assert process.returncode == EXIT_STATUS_INTERRUPTED, output
+    assert stopped_after < 15, stopped_after
+    document = json.loads((project / "r.json").read_text())
+    assert document["outcome"]["status"] == "interrupted"
+    assert document["outcome"]["unfinished"] == [f"probe/{task}" for task in TASKS[1:]]
+    assert document["outcome"]["exit_status"] == EXIT_STATUS_INTERRUPTED
+    assert {task: outcome["status"] for task, outcome in document["gate"].items()} == {f"probe/{TASKS[0]}": "pass"}
+    assert "gate interrupted: SIGTERM stopped the session before 3 gated task(s) were judged" in output
+    cached = cache_rows(project)
+    assert DOCS * 2 < cached < len(TASKS) * DOCS * 2
+    before_rerun = latest_write(project)
+
+    (project / "conftest.py").unlink()
+    rerun = start_pytest(project, tiny_model)
+    output = rerun.communicate(timeout=600)[0]
+    assert rerun.returncode == 0, output
+    assert cache_rows(project) == len(TASKS) * DOCS * 2
+    assert rows_written_after(project, before_rerun) == len(TASKS) * DOCS * 2 - cached  # none scored again
+
+
+def latest_write(root: Path) -> float:
+    with closing(sqlite3.connect(root / "cache" / "scores.sqlite")) as connection:
+        return connection.execute("SELECT MAX(created) FROM scores").fetchone()[0]
+
+
+def rows_written_after(root: Path, moment: float) -> int:
+    with closing(sqlite3.connect(root / "cache" / "scores.sqlite")) as connection:
+        return connection.execute("SELECT COUNT(*) FROM scores WHERE created > ?", (moment,)).fetchone()[0]

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import jsonschema
 import pytest
 
-from pytest_modelbench.gate.decision import SessionDecision
+from pytest_modelbench.gate.decision import EXIT_STATUS_INTERRUPTED, SessionDecision
 from pytest_modelbench.gate.result import STATUS_COMPARED, GateResult
 from pytest_modelbench.outputs.results import RESULTS_SCHEMA, results_document
 from pytest_modelbench.outputs.session_reports import terminal_section, write_reports
@@ -88,3 +92,38 @@ def test_unused_baselines_only_warned_about_or_deleted_do_not_fail():
     unused = {"baselines/default/probe/gone.json"}
     assert not _decision(unused=unused, warn_unused=True).outcome().failed
     assert not _decision(unused=unused, update=True).outcome().failed
+
+
+def test_a_session_stopped_by_a_signal_is_interrupted_in_every_report_whatever_was_judged():
+    """Issue 50: never "passed", never 1 or 7: the interrupted status, and the tasks it did not judge."""
+    regressed = _passing_task("probe/second")
+    regressed.verdict, regressed.failed = "regressed", True
+    for results in ([_passing_task()], [_passing_task(), regressed]):
+        decision = _decision(results=results, interrupted_by="SIGTERM", unfinished=["probe/third"], pytest_status=2)
+        outcome = decision.outcome()
+        assert outcome.exit_status == EXIT_STATUS_INTERRUPTED and outcome.as_json()["unfinished"] == ["probe/third"]
+        assert outcome.reasons[0].startswith("SIGTERM stopped the session before 1 gated task(s) were judged: "
+                                             "probe/third")
+        assert not any("pytest: interrupted" in reason for reason in outcome.reasons)
+        headlines = _headlines(decision)
+        assert headlines.pop("terminal").startswith("gate interrupted: SIGTERM stopped the session")
+        assert set(headlines.values()) == {"interrupted"}
+
+
+def test_a_second_signal_exits_at_once_with_the_interrupted_status():
+    code = textwrap.dedent("""
+        import os, signal
+        from pytest_modelbench.pytest_plugin.interruption import Interruption
+        interruption = Interruption()
+        interruption.install()
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        except KeyboardInterrupt as exc:
+            print("first:", exc, flush=True)
+            os.kill(os.getpid(), signal.SIGINT)
+            print("not reached", flush=True)
+    """)
+    finished = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                              cwd=Path(__file__).resolve().parents[2])
+    assert finished.returncode == EXIT_STATUS_INTERRUPTED, finished.stderr
+    assert finished.stdout == "first: SIGTERM\n"
