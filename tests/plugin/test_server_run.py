@@ -215,3 +215,42 @@ def test_generative_and_rolling_tasks_under_a_chat_template_score_and_gate_on_a_
     assert generated == len(rows) + len(PROBE_TEXTS)  # every document generated on the server, and the probe
     assert [s["loglikelihoods"][0] for s in served["served/ppl_served"]] == pytest.approx(
         [s["loglikelihoods"][0] for s in ppl], abs=1e-4)
+
+
+def test_a_server_stopped_mid_run_ends_every_task_in_error_within_about_one_timeout(pytester, tiny_model, monkeypatch):
+    """Issue 50: SIGSTOP (the process hangs: the kernel still accepts connections, nothing answers) in the middle of
+    the second of three tasks, --server-timeout 2 s and the default retries and concurrency: the second task is
+    `error` about one timeout later, the third at once (the server was given up for the session), exit 7, the server
+    named; the first task's baseline is written."""
+    import time
+
+    tasks = ("stopped_a", "stopped_b", "stopped_c")
+    for i, task in enumerate(tasks):
+        write_task(pytester.path / "suites" / "probe", task, pool_documents(REQUESTS // 2, seed=10 + i))
+    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    (pytester.path / "conftest.py").write_text("import pathlib\n\n\ndef pytest_runtest_logstart(nodeid, location):\n"
+                                               "    if nodeid.endswith('stopped_b'):\n"
+                                               "        pathlib.Path('second_started').touch()\n")
+    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
+    server = start_server(tiny_model, "org/ckpt", fault="slow")
+    process = start_pytest(pytester.path, tiny_model, f"--server-url={server.url}", "--server-timeout=2",
+                           "--results-json=r.json", "--snapshot-update")
+    try:
+        wait_for(lambda: (pytester.path / "second_started").exists(), process)
+        time.sleep(0.5)
+        server.process.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        output = process.communicate(timeout=120)[0]
+        waited = time.monotonic() - stopped
+    finally:
+        server.process.send_signal(signal.SIGCONT)
+        server.kill()
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+    assert process.returncode == EXIT_STATUS_INTEGRITY, output
+    gate = json.loads((pytester.path / "r.json").read_text())["gate"]
+    assert {task: outcome["status"] for task, outcome in gate.items()} == {
+        "probe/stopped_a": "created", "probe/stopped_b": "error", "probe/stopped_c": "error"}
+    assert f"server {server.url}: no answer within 2 s" in output
+    assert "given up for the rest of this session after 5 timeouts in a row" in output
+    assert waited < 12, waited  # about one 2-s timeout; it was five per task (over 20 s for two tasks)

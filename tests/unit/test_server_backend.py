@@ -216,3 +216,26 @@ def test_a_server_that_takes_one_prompt_per_request_gets_one(tiny_loaded, served
         assert len(scorer.loglikelihood(REQUESTS)) == len(REQUESTS)
     finally:
         served.set_fault("none")
+
+
+def test_a_hung_server_is_given_up_after_one_round_of_timeouts_and_for_the_rest_of_the_session(tiny_loaded, served):
+    """Issue 50: a server that accepts connections and never answers. Its 8 workers' timeouts come at once and count
+    together: 5 in a row (retries 4) and it is down after about one timeout, not five; the session's next call gives
+    it no worker and fails at once, naming it."""
+    import time
+
+    scorer = backend(tiny_loaded.tokenizer, served.url, timeout_s=1.0, retries=4, concurrency=8, batch_size=1)
+    served.set_fault("hang")
+    try:
+        started = time.monotonic()
+        with pytest.raises(ModelbenchError, match=r"no answer within 1 s"):
+            scorer.loglikelihood(REQUESTS * 4)
+        first = time.monotonic() - started
+        started = time.monotonic()
+        with pytest.raises(ModelbenchError, match=r"given up for the rest of this session after 5 timeouts in a row"):
+            scorer.loglikelihood(list(reversed(REQUESTS)))
+        second = time.monotonic() - started
+    finally:
+        served.set_fault("none")
+    assert first < 3.0, first  # one timeout, and the batches' spread; five rounds took over 5 s
+    assert second < 0.5, second

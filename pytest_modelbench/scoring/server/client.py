@@ -50,6 +50,11 @@ class ServerUnavailable(ServerError):
     """A failure worth retrying: the server may answer later, or another server may take the work."""
 
 
+class ServerTimeout(ServerUnavailable):
+    """No answer within the request timeout: the server may be slow, or hung (it accepts connections and never
+    answers); the pool counts these per server (pool.py)."""
+
+
 class ServerRefused(ServerError):
     """The server answered that the request is invalid (HTTP 400, 422): not worth retrying as it is."""
 
@@ -260,7 +265,7 @@ class CompletionsServer:
         except (http.client.HTTPException, OSError) as exc:  # refused, reset, dropped mid-answer, timed out
             reason = getattr(exc, "reason", None) or exc
             if isinstance(reason, (socket.timeout, TimeoutError)):
-                reason = f"no answer within {self.timeout_s:g} s"
+                raise ServerTimeout(f"server {self.url}: no answer within {self.timeout_s:g} s") from None
             raise ServerUnavailable(f"server {self.url}: {reason or type(exc).__name__}") from None
         try:
             return json.loads(raw)

@@ -12,6 +12,13 @@ every kind.
   requests are left unscored, scoring/backend.py `Unscored`) and the other batches go on; without it the call ends
   with an error naming the servers and what they said. Every re-send after a transient failure is counted
   (`retried`, a running count the task's report shows).
+- A hung server (it accepts connections and never answers) fails by timeouts only, each a whole `--server-timeout`,
+  and all its workers wait at once: its timeouts are counted per server, and once `retries + 1` of them came in a
+  row (no answer between them) the server is down, whichever workers they came from. A call does not wait for the
+  workers still blocked on it, and a server down by timeouts is given up for the rest of the session (the pool's
+  later calls give it no worker; with no server left, every batch is given up at once). So with the defaults (8
+  workers, 4 retries, 300 s) a hung server holds a session up for about one timeout, not one per retry and task
+  (docs/backends.md, "A server that hangs").
 - A straggler (a batch in flight for over `STRAGGLER_FACTOR` times the median time of the batches done so far, and
   at least `STRAGGLER_MIN_S`) is sent again by a worker that has nothing else to do; the first answer wins. So a
   server that hangs or slows down holds up the run for a few batch-times, not for `--server-timeout`.
@@ -30,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from pytest_modelbench.errors import ServerError
-from pytest_modelbench.scoring.server.client import CompletionsServer, ServerUnavailable, backoff_s
+from pytest_modelbench.scoring.server.client import CompletionsServer, ServerTimeout, ServerUnavailable, backoff_s
 
 STRAGGLER_FACTOR = 4.0
 STRAGGLER_MIN_S = 5.0
@@ -60,6 +67,7 @@ class ServerPool:
         self.concurrency = max(concurrency, len(self.servers))
         self.retries = retries
         self.retried = 0  # batches re-sent after a transient failure, over every call (ServerScorer.retried_requests)
+        self.hung: dict[int, str] = {}  # servers given up for the session, down by timeouts: index → what they said
 
     def describe(self) -> str:
         return ", ".join(str(s) for s in self.servers)
@@ -71,12 +79,19 @@ class ServerPool:
         docstring; without it such a batch ends the call with a ServerError)."""
         if not batches:
             return
+        live = [i for i in range(len(self.servers)) if i not in self.hung]
+        if not live:
+            for index in range(len(batches)):
+                if on_failed is None:
+                    raise ServerError(self._hung_message())
+                on_failed(index, self._hung_message())
+            return
         work: queue.Queue[_Batch] = queue.Queue()
         for i, prompts in enumerate(batches):
             work.put(_Batch(i, prompts))
         results: queue.Queue[tuple[str, object, object]] = queue.Queue()
         stop = threading.Event()
-        assignment = [k % len(self.servers) for k in range(self.concurrency)]
+        assignment = [live[k % len(live)] for k in range(self.concurrency)]
         state = _PoolState([assignment.count(i) for i in range(len(self.servers))])
         for k, s in enumerate(assignment):
             threading.Thread(target=self._worker, args=(s, work, results, stop, state, request), daemon=True,
@@ -108,6 +123,7 @@ class ServerPool:
         finally:
             stop.set()
             self.retried += state.retried
+            self.hung.update((i, state.last_error[i] or str(self.servers[i])) for i in state.hung_servers())
 
     def _worker(self, server_index: int, work: queue.Queue, results: queue.Queue, stop: threading.Event,
                 state: "_PoolState", request: Request) -> None:
@@ -132,6 +148,10 @@ class ServerPool:
                     failures += 1
                     batch.failures += 1
                     state.last_error[server_index] = str(exc)
+                    if isinstance(exc, ServerTimeout) and state.timed_out(server_index, self.retries):
+                        if state.failed(batch):
+                            work.put(batch)
+                        return
                     if batch.failures > (self.retries + 1) * len(self.servers):  # fails everywhere: not a dead server
                         if state.given_up(batch):
                             results.put(("failed", batch.index, f"no scoring server could answer: {exc} (one request "
@@ -151,10 +171,15 @@ class ServerPool:
                                  None))
                     return
                 failures = 0
-                if state.finished(batch, time.monotonic() - began):
+                if state.finished(batch, time.monotonic() - began, server_index):
                     results.put(("done", batch.index, values))
         finally:
             state.worker_ended(server_index)
+
+    def _hung_message(self) -> str:
+        said = "; ".join(self.hung.values())
+        return (f"no scoring server could answer: {said}; given up for the rest of this session after "
+                f"{self.retries + 1} timeouts in a row (re-run once it answers)")
 
     def _all_down_message(self, state: "_PoolState") -> str:
         said = "; ".join(state.last_error[i] or str(s) for i, s in enumerate(self.servers))
@@ -175,6 +200,8 @@ class _PoolState:
         self._seconds: list[float] = []
         self.last_error: list[str | None] = [None] * len(workers_per_server)
         self.retried = 0
+        self._timeouts = [0] * len(workers_per_server)  # per server: timeouts in a row, over all its workers
+        self._hung = [False] * len(workers_per_server)
 
     def started(self, batch: _Batch) -> bool:
         """Record a copy of `batch` going out; False when it is answered already."""
@@ -185,10 +212,11 @@ class _PoolState:
             self._in_flight[batch.index] = (batch, sent, copies + 1)
             return True
 
-    def finished(self, batch: _Batch, seconds: float) -> bool:
-        """Record an answer; True for the first answer of the batch (the one to pass on)."""
+    def finished(self, batch: _Batch, seconds: float, server: int) -> bool:
+        """Record an answer from `server`; True for the first answer of the batch (the one to pass on)."""
         with self._lock:
             self._seconds.append(seconds)
+            self._timeouts[server] = 0
             if batch.index in self._done:
                 return False
             self._done.add(batch.index)
@@ -232,6 +260,18 @@ class _PoolState:
             self._resent.add(index)
             return self._in_flight[index][0]
 
+    def timed_out(self, server: int, retries: int) -> bool:
+        """Record a timeout of `server`; True once it is hung: over `retries` timeouts in a row, over all its
+        workers (module docstring)."""
+        with self._lock:
+            self._timeouts[server] += 1
+            self._hung[server] = self._hung[server] or self._timeouts[server] > retries
+            return self._hung[server]
+
+    def hung_servers(self) -> list[int]:
+        with self._lock:
+            return [i for i, hung in enumerate(self._hung) if hung]
+
     def count_retry(self) -> None:
         with self._lock:
             self.retried += 1
@@ -241,5 +281,6 @@ class _PoolState:
             self._live[i] -= 1
 
     def all_down(self) -> bool:
+        """No server left: each has no live worker, or is hung (its workers still blocked on it are not waited for)."""
         with self._lock:
-            return not any(self._live)
+            return all(live == 0 or hung for live, hung in zip(self._live, self._hung))
