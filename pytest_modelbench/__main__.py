@@ -18,6 +18,7 @@ from typing import Sequence
 
 from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.errors import ModelbenchError
+from pytest_modelbench.gate.decision import EXIT_STATUS_WRITE_FAILED
 from pytest_modelbench.pytest_plugin.merge_project import project_gate
 from pytest_modelbench.outputs.record_merge import merge
 from pytest_modelbench.outputs.run_record import read_record
@@ -74,8 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             write_text_atomic(path, text)
         except OSError as exc:
-            print(f"modelbench merge: {option} {path}: cannot write the file ({exc.strerror or exc})", file=sys.stderr)
-            return EXIT_REFUSED
+            print(f"modelbench merge: {option} {path}: cannot write the file ({exc.strerror or exc}); it is left as it "
+                  "was, nothing half-written", file=sys.stderr)
+            return EXIT_STATUS_WRITE_FAILED
     shards = len(merged.records)
     print(f"modelbench merge: {shards} shard(s) of session {merged.records[0].session_id} merged")
     return merged.exit_status

@@ -29,6 +29,9 @@ EXIT_STATUS_INTEGRITY = 7
 # pytest's 2, which it also gives for collection errors; odd with bit 2 set, so that syrupy's OR of pytest's own
 # status (2 when interrupted, 1) leaves it as it is.
 EXIT_STATUS_INTERRUPTED = 11
+# A file the run writes at its end (a baseline's gate policy, the results JSON, a report, a run record) could not be
+# written: the session's record is incomplete. Odd with bits 1 and 2 set, for the same reason.
+EXIT_STATUS_WRITE_FAILED = 15
 # pytest's exit statuses that say more than "a test failed" (5, no tests collected, fails nothing here)
 _PYTEST_STATUSES = {2: "interrupted", 3: "internal error", 4: "usage error"}
 _NAMED = 3  # node ids named in a reason before "and N more"
@@ -43,6 +46,7 @@ class SessionOutcome:
     integrity_only: bool = False  # every failure is a task in `error` (the run, not the model)
     interrupted: bool = False  # stopped by a signal before every task was judged: `unfinished` were not
     unfinished: tuple[str, ...] = ()
+    write_failed: bool = False  # a file the run writes at its end could not be written
 
     @property
     def failed(self) -> bool:
@@ -52,9 +56,12 @@ class SessionOutcome:
     def exit_status(self) -> int:
         """0 passed; EXIT_STATUS_INTEGRITY (7) when only runs failed (tasks in `error`); else EXIT_STATUS_FAIL (a
         quality failure wins over an integrity one: the model got worse whatever else broke);
-        EXIT_STATUS_INTERRUPTED (11) whatever was judged before a signal stopped the session."""
+        EXIT_STATUS_INTERRUPTED (11) whatever was judged before a signal stopped the session; else
+        EXIT_STATUS_WRITE_FAILED (15) when a file of the run's record could not be written."""
         if self.interrupted:
             return EXIT_STATUS_INTERRUPTED
+        if self.write_failed:
+            return EXIT_STATUS_WRITE_FAILED
         if not self.failed:
             return 0
         return EXIT_STATUS_INTEGRITY if self.integrity_only else EXIT_STATUS_FAIL
@@ -101,6 +108,9 @@ class SessionDecision:
     warn_unused: bool = False  # --snapshot-warn-unused: unused baselines only warn
     pytest_status: int = 0  # pytest's exit status before the gate's own verdicts (a shard's, in a merge: the worst)
     interrupted_by: str | None = None  # the signal that stopped the session (SIGINT, SIGTERM) before it finished
+    # the files of the run's record that could not be written, one line each (the pytest layer shares this list with
+    # the code that writes them, so that every later report says so)
+    write_failures: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)  # the gated tasks it stopped before judging
 
     @classmethod
@@ -183,6 +193,7 @@ class SessionDecision:
             reasons.append(f"{len(regressed)} pooled entr{'y' if len(regressed) == 1 else 'ies'} regressed: "
                            + ", ".join(f"{e.suite} {e.metric}" for e in regressed))
         reasons += self.pooled_problems
+        reasons += self.write_failures
         if self.pytest_status in _PYTEST_STATUSES and self.interrupted_by is None:
             reasons.append(f"pytest: {_PYTEST_STATUSES[self.pytest_status]} (exit status {self.pytest_status})")
         elif self.pytest_status == 1 and not reasons:
@@ -190,7 +201,8 @@ class SessionDecision:
         errors = [r for r in failed_results if r.status == STATUS_ERROR]
         integrity_only = bool(errors) and len(reasons) == 1 and len(errors) == len(failed_results) \
             and not other_failures
-        return SessionOutcome(tuple(reasons), integrity_only, self.interrupted_by is not None, tuple(self.unfinished))
+        return SessionOutcome(tuple(reasons), integrity_only and not self.write_failures,
+                              self.interrupted_by is not None, tuple(self.unfinished), bool(self.write_failures))
 
     def outcome_json(self) -> dict[str, Any]:
         """The session's outcome for --results-json and --junitxml."""

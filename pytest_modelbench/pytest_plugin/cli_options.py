@@ -16,9 +16,11 @@ import pytest
 
 from pytest_modelbench.atomic_files import write_text_atomic
 from pytest_modelbench.errors import ModelLoadError
+from pytest_modelbench.gate.decision import EXIT_STATUS_INTERRUPTED, EXIT_STATUS_WRITE_FAILED
 from pytest_modelbench.scoring.custom_backend import BackendFactory
 from pytest_modelbench.scoring.loading import parse_model_args, scorer_args_problem
 from pytest_modelbench.scoring.progress import default_interval
+from pytest_modelbench.pytest_plugin.stash_keys import WRITE_FAILURES_KEY
 
 
 def batch_size(value: str | None) -> int | str | None:
@@ -127,8 +129,17 @@ def write_output(session: pytest.Session, option: str, path: Path, text: str) ->
     try:
         write_text_atomic(path, text)
     except OSError as exc:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        message = f"modelbench: {option} {path}: cannot write the file ({exc.strerror or exc})"
-        if reporter is not None:
-            reporter.write_line(message, red=True, bold=True)
-        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        write_failed(session, f"{option} {path}", exc)
+
+
+def write_failed(session: pytest.Session, what: str, exc: OSError) -> None:
+    """A file the run writes at its end could not be written (a full disk, an I/O error, a read-only folder): one
+    line, and the session fails with EXIT_STATUS_WRITE_FAILED (gate/decision.py; an interrupted one keeps its own),
+    every report written after it saying so. The file is as it was (atomic_files.py: nothing half-written)."""
+    reason = f"{what}: cannot write the file ({exc.strerror or exc}); it is left as it was, nothing half-written"
+    session.config.stash.setdefault(WRITE_FAILURES_KEY, []).append(reason)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"modelbench: {reason}", red=True, bold=True)
+    if session.exitstatus != EXIT_STATUS_INTERRUPTED:
+        session.exitstatus = EXIT_STATUS_WRITE_FAILED

@@ -47,6 +47,7 @@ from pytest_modelbench.gate.storage import YAML_SUFFIXES, BaselineStore
 from pytest_modelbench.metrics.group_scores import group_metrics
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.pytest_plugin import cli_options, gate_options, interruption
+from pytest_modelbench.pytest_plugin.stash_keys import WRITE_FAILURES_KEY
 from pytest_modelbench.pytest_plugin.syrupy_extension import BaselineExtension, BaselineSite, BaselineUpdateExtension
 from pytest_modelbench.outputs.failure_messages import failure_error
 from pytest_modelbench.outputs.result_properties import PROPERTY_PREFIX, properties, result_from_properties
@@ -149,7 +150,8 @@ class GateSession:
         self.policy_note: str | None = None  # what --snapshot-update did with the policy file, for the summary
         # --early-stop in one process: the early stopping of each task of a suite with pooled entries, by key
         self.early_stops: dict[str, EarlyStop] = {}
-        self.decision = SessionDecision.under(self.policy, display=self.store.display, warn_unused=self.warn_unused)
+        self.decision = SessionDecision.under(self.policy, display=self.store.display, warn_unused=self.warn_unused,
+                                              write_failures=config.stash.setdefault(WRITE_FAILURES_KEY, []))
 
     @property
     def baseline_name(self) -> str:
@@ -265,6 +267,9 @@ class GateSession:
         assertion.extension.rerecord = policy.noise_floor  # the floor must describe the stored scores: write them all
         assertion == candidate_text  # noqa: B015 - syrupy's comparison: records use, writes when updating
         result = assertion.executions[0]
+        if isinstance(result.exception, OSError):  # a full disk, an I/O error: the write is atomic (atomic_files.py)
+            raise BaselineError(f"{path}: cannot write the baseline ({result.exception.strerror or result.exception}); "
+                                "it is left as it was, nothing half-written") from result.exception
         if result.exception is not None:
             raise BaselineError(f"{path}: cannot check or write baseline: {result.exception}") from result.exception
         return bool(result.created or result.updated)
@@ -341,7 +346,7 @@ class GateSession:
         if outcome.interrupted or (
                 outcome.failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)):
             session.exitstatus = outcome.exit_status  # 1, 7 where only runs failed, 11 interrupted (gate/decision.py)
-        self._record_policy(int(session.exitstatus))
+        self._record_policy(session)
         junit = config.stash.get(junitxml.xml_key, None)
         if junit is not None:  # written by pytest's own sessionfinish, after this one
             junit.add_global_property(OUTCOME_PROPERTY, json.dumps(outcome.as_json(), ensure_ascii=False))
@@ -350,12 +355,12 @@ class GateSession:
             write=lambda option, path, text: cli_options.write_output(session, option, path, text),
         )
 
-    def _record_policy(self, exitstatus: int) -> None:
+    def _record_policy(self, pytest_session: pytest.Session) -> None:
         """--snapshot-update(-new-only): record the session's gate policy beside its baselines (-new-only: only where
         none is recorded for its suites) when the run passed, or only collected (--collect-only records it without
         scoring). A run with deselected items records none and says so."""
         policy = self.policy
-        if not policy.writes or policy.score_only or exitstatus != pytest.ExitCode.OK:
+        if not policy.writes or policy.score_only or pytest_session.exitstatus != pytest.ExitCode.OK:
             return
         session = self.effective_policy
         if session is None:
@@ -366,7 +371,11 @@ class GateSession:
             return
         if policy.update_new_only and self.store.policy_recorded(session):
             return
-        shown = self.store.record_policy(session)
+        try:
+            shown = self.store.record_policy(session)
+        except OSError as exc:
+            cli_options.write_failed(pytest_session, f"gate policy {self.store.display(self.store.policy_path)}", exc)
+            return
         self.policy_note = f"gate policy of suites '{policy_file.session_key(session['tasks'])}' recorded in {shown}"
 
     @pytest.hookimpl(trylast=True)  # after the scores and syrupy's snapshot summary

@@ -11,3 +11,4 @@ from pytest_modelbench.tasks.identity import TaskRegistry
 RUNNER_KEY = pytest.StashKey[BenchRunner]()  # the session's runner: its options, its model, its evaluations
 GATHERED_KEY = pytest.StashKey[GatheredResults]()  # every task scored in the session, wherever it ran
 TASKS_KEY = pytest.StashKey[TaskRegistry]()  # the session's task files, by suite and task (tasks/identity.py)
+WRITE_FAILURES_KEY = pytest.StashKey[list]()  # the run's files that could not be written (cli_options.py)

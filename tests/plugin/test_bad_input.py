@@ -7,6 +7,8 @@ import stat
 
 import pytest
 
+from pytest_modelbench.gate.decision import EXIT_STATUS_WRITE_FAILED
+
 TASK = 'task: t\ntest_split: test\noutput_type: multiple_choice\ndoc_to_text: "q"\ndoc_to_target: 0\ndoc_to_choice: [a, b]\n'
 
 
@@ -87,6 +89,7 @@ def test_output_path_that_fails_at_the_end_is_reported_without_a_traceback(pytes
     )
     (pytester.path / "out").mkdir()
     result = pytester.runpytest("--md-report=out/gate.md", "t.yaml")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["*modelbench: --md-report *out/gate.md: cannot write the file (File exists)*"])
+    assert result.ret == EXIT_STATUS_WRITE_FAILED
+    result.stdout.fnmatch_lines(["*modelbench: --md-report *out/gate.md: cannot write the file (File exists); it is "
+                                 "left as it was*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
