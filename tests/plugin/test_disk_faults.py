@@ -9,13 +9,12 @@ from __future__ import annotations
 import errno
 import json
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from pytest_modelbench.gate.decision import EXIT_STATUS_WRITE_FAILED
-from tests.plugin.test_integrity import BACKEND, rows, task_yaml
+from tests.plugin.test_integrity import rows, write_project
 
 
 def mount_tmpfs(folder: Path, size: str = "64k") -> None:
@@ -39,14 +38,7 @@ def fill(folder: Path) -> None:
 
 @pytest.fixture
 def project(pytester, monkeypatch):
-    monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
-    (pytester.path / "mybackend.py").write_text(textwrap.dedent(BACKEND), encoding="utf-8")
-    suite = pytester.path / "suites" / "toy"
-    suite.mkdir(parents=True)
-    for name in ("healthy", "flaky"):
-        (suite / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows(name)), encoding="utf-8")
-        (suite / f"{name}.yaml").write_text(task_yaml(name), encoding="utf-8")
-    pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+    write_project(pytester, monkeypatch, ("healthy", "flaky"))
     mounts = [pytester.path / "baselines", pytester.path / "out"]
     yield pytester, mounts
     for folder in mounts:

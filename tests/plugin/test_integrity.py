@@ -151,16 +151,21 @@ def rows(name: str, documents: int = DOCUMENTS) -> list[dict]:
              "group": f"g{i % 2}"} for i in range(documents)]
 
 
-@pytest.fixture
-def project(pytester, monkeypatch):
+def write_project(pytester, monkeypatch, names=tuple(TASKS)):
+    """The toy suite's tasks `names`, the backend beside them and a score cache of their own."""
     monkeypatch.setenv("MODELBENCH_CACHE_DIR", str(pytester.path / "cache"))
     (pytester.path / "mybackend.py").write_text(textwrap.dedent(BACKEND), encoding="utf-8")
     suite = pytester.path / "suites" / "toy"
     suite.mkdir(parents=True)
-    for name in TASKS:
+    for name in names:
         (suite / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows(name)), encoding="utf-8")
         (suite / f"{name}.yaml").write_text(task_yaml(name), encoding="utf-8")
     pytester.makeini("[pytest]\nmodelbench_suites = suites\n")
+
+
+@pytest.fixture
+def project(pytester, monkeypatch):
+    write_project(pytester, monkeypatch)
     return pytester
 
 
