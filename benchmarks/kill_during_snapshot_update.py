@@ -10,7 +10,7 @@ is read back: each baseline must parse and validate (gate/baseline_file.py `pars
 either the old recording (limit 30) or the new one (all 200 documents); the gate policy file must be JSON; no
 temporary file may be left where a reader would take it for a baseline. A killed run can leave the set mixed (some
 tasks rewritten, some not); the last mixed round is then gated once without --snapshot-update, to show what the
-next run says about it. Printed: one row per kill, and the totals.
+next run says about it (the killed update's mark, gate/storage.py, names the baselines it rewrote). Printed: one row per kill, and the totals.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def main() -> None:
         mixed_round, totals = None, {"old": 0, "new": 0, "problems": 0, "tmp": 0}
         for k in range(args.kills):
             shutil.rmtree(baselines)
-            shutil.copytree(saved, baselines)
+            shutil.copytree(saved, baselines)  # copies keep their times: older than this round's update
             moment = rng.uniform(0, whole)
             process = subprocess.Popen(pytest_command(model, "--snapshot-update"), cwd=root, env=env,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -132,6 +132,8 @@ def main() -> None:
             gate = json.loads((root / "after.json").read_text())["gate"]
             print(f"the next run (no --snapshot-update) on kill {mixed_round}'s mixed set: exit {gated.returncode}; "
                   + ", ".join(f"{task} {outcome['status']}" for task, outcome in sorted(gate.items())))
+            print("  it says: " + next((line for line in gated.stdout.splitlines() if "did not finish" in line),
+                                       "(nothing about the killed update)"))
 
 
 if __name__ == "__main__":

@@ -5,11 +5,20 @@ from a git ref (--baseline-ref); it is written only by `write_baseline` (atomica
 or the new one), which syrupy's extension calls under --snapshot-update (pytest_plugin/syrupy_extension.py). Unused baselines
 are those of a suite folder whose task or group YAML is gone. Beside them, `<baselines dir>/<baseline name>/
 gate-policy.json` records the gate policy of each session that gates them (gate/policy_file.py), written the same way.
+
+A run that may write baselines marks the name's folder first (`begin_update`: a hidden `.update-in-progress.<pid>.json`
+holding when it started) and removes its mark when it ends (`end_update`). A mark left by a process that no longer runs
+is a --snapshot-update that was killed: each baseline is whole (old or new), but the set may mix two recordings, and
+`unfinished_updates` says which files it rewrote, until a run that updates the whole suites clears the marks.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -25,6 +34,7 @@ from pytest_modelbench.tasks.identity import TaskId, safe_file_stem, suite_of
 from pytest_modelbench.tasks.yaml_loader import load_merged_yaml
 
 YAML_SUFFIXES = (".yaml", ".yml")
+UPDATE_MARK = ".update-in-progress."  # + the writing process's pid + ".json", in the baseline name's folder
 
 
 def write_baseline(path: Path, text: str) -> None:
@@ -64,6 +74,58 @@ class BaselineStore:
     @property
     def policy_path(self) -> Path:
         return self.name_dir / policy_file.FILE_NAME
+
+    def begin_update(self) -> None:
+        """Mark the name's folder as being written by this process (module docstring); once per process. Best
+        effort: where the mark cannot be written, neither can a baseline, and that write says so."""
+        mark = self._update_mark(os.getpid())
+        if not mark.exists():
+            try:
+                write_text_atomic(mark, json.dumps({"pid": os.getpid(), "started": time.time()}))
+            except OSError:
+                pass
+
+    def end_update(self) -> None:
+        self._update_mark(os.getpid()).unlink(missing_ok=True)
+
+    def unfinished_updates(self) -> list[str]:
+        """One line per mark of a process that no longer runs: an update killed before it ended, and the baselines
+        it rewrote (their files changed after it started)."""
+        lines = []
+        for mark, pid, started in self._dead_marks():
+            rewritten = sorted(self.display(path) for path in self.name_dir.rglob("*.json")
+                               if not path.name.startswith(".") and path != self.policy_path
+                               and path.stat().st_mtime >= started)
+            when = datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds")
+            head = f"baselines: the --snapshot-update of process {pid} (started {when}) did not finish"
+            if not rewritten:
+                lines.append(f"{head}, and wrote no baseline: the set is as it was before it ({self.display(mark)})")
+                continue
+            lines.append(f"{head}: {len(rewritten)} baseline(s) rewritten by it ({', '.join(rewritten[:5])}"
+                         f"{', ...' if len(rewritten) > 5 else ''}), the others as they were before it, so the set may "
+                         "mix two recordings; run --snapshot-update on the whole suites to make it one "
+                         f"({self.display(mark)})")
+        return lines
+
+    def clear_unfinished_updates(self) -> None:
+        """After an update of the whole suites: every baseline is of one recording again."""
+        for mark, _, _ in self._dead_marks():
+            mark.unlink(missing_ok=True)
+
+    def _update_mark(self, pid: int) -> Path:
+        return self.name_dir / f"{UPDATE_MARK}{pid}.json"
+
+    def _dead_marks(self) -> list[tuple[Path, int, float]]:
+        marks = []
+        for mark in sorted(self.name_dir.glob(f"{UPDATE_MARK}*.json")):
+            try:
+                content = json.loads(mark.read_text(encoding="utf-8"))
+                pid, started = int(content["pid"]), float(content["started"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # being written, or not ours: nothing to say
+            if pid != os.getpid() and not _running(pid):
+                marks.append((mark, pid, started))
+        return marks
 
     def protected_tolerances(self, session: dict) -> dict[str, Tolerance]:
         """With --baseline-ref: the tolerances the policy file at the ref gives the session's items, when `session`
@@ -113,13 +175,14 @@ class BaselineStore:
 
     def fingerprint(self) -> str:
         """The baselines this session reads, in one digest: shards that read other baselines are not one session.
-        At a git ref, the ref's commit; otherwise every file of the name's folder (paths and contents)."""
+        At a git ref, the ref's commit; otherwise every baseline and policy file of the name's folder (paths and
+        contents; not the hidden marks of updates in progress)."""
         ref = self.policy.baseline_ref
         if ref is not None:
             return f"git:{ref.commit}"
         digest = hashlib.sha256()
         if self.name_dir.is_dir():
-            for path in sorted(self.name_dir.rglob("*.json")):
+            for path in sorted(p for p in self.name_dir.rglob("*.json") if not p.name.startswith(".")):
                 digest.update(path.relative_to(self.name_dir).as_posix().encode("utf-8") + b"\x00")
                 digest.update(hashlib.sha256(path.read_bytes()).digest())
         return "sha256:" + digest.hexdigest()[:16]
@@ -158,3 +221,13 @@ class BaselineStore:
             unused += [str(p) for p in sorted(folder.glob("*.json")) if p.is_file() and p.stem not in names
                        and not p.stem.startswith(tuple(bundles.get(folder, ())))]
         return unused
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

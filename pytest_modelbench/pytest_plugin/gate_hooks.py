@@ -148,6 +148,8 @@ class GateSession:
         self.whole_suites = False
         self.policy_failure: policy_file.GatePolicyChanged | None = None  # --baseline-ref: fails every gated item
         self.policy_note: str | None = None  # what --snapshot-update did with the policy file, for the summary
+        # updates of this name's baselines killed before they ended (gate/storage.py), for the summary
+        self.unfinished_updates = [] if hasattr(config, "workerinput") else self.store.unfinished_updates()
         # --early-stop in one process: the early stopping of each task of a suite with pooled entries, by key
         self.early_stops: dict[str, EarlyStop] = {}
         self.decision = SessionDecision.under(self.policy, display=self.store.display, warn_unused=self.warn_unused,
@@ -255,6 +257,8 @@ class GateSession:
         from syrupy.location import PyTestLocation
 
         policy = self.policy
+        if policy.writes:
+            self.store.begin_update()  # removed when the session ends (pytest_unconfigure): a kill leaves it
         assertion = SnapshotAssertion(
             session=syrupy_session,
             extension_class=BaselineUpdateExtension if policy.update else BaselineExtension,
@@ -314,6 +318,9 @@ class GateSession:
         self.decision.pooled_weights.update(output.get(_POOLED_OUTPUT_KEY, {}))  # every worker collected the same
         if output.get(_POLICY_OUTPUT_KEY) is not None:  # every worker collected the same
             self.effective_policy, self.whole_suites = output[_POLICY_OUTPUT_KEY], True
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.store.end_update()
 
     def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
         self.decision.interrupted_by = interruption.signal_name(self.config)
@@ -377,6 +384,8 @@ class GateSession:
             cli_options.write_failed(pytest_session, f"gate policy {self.store.display(self.store.policy_path)}", exc)
             return
         self.policy_note = f"gate policy of suites '{policy_file.session_key(session['tasks'])}' recorded in {shown}"
+        if policy.update:
+            self.store.clear_unfinished_updates()
 
     @pytest.hookimpl(trylast=True)  # after the scores and syrupy's snapshot summary
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -385,7 +394,7 @@ class GateSession:
         missing = self.store.missing_message() if self.store.missing else None
         title, lines = terminal_section(self.decision, baselines_missing=missing, update=self.policy.update,
                                         accepted=self.policy.accepted)
-        lines = lines + [self.policy_note] if self.policy_note else lines
+        lines = self.unfinished_updates + lines + ([self.policy_note] if self.policy_note else [])
         if not lines:
             return
         terminalreporter.section(title)
