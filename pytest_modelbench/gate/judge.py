@@ -222,13 +222,14 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
     counted = None if integrity is None else integrity.as_json()
     common = {"task": identity.key, "baseline": store.display(store.path(identity)),
               "baseline_name": policy.baseline_name, "integrity": counted}
-    if policy.score_only:
-        return Judgement(GateResult(status=STATUS_OFF, note="--score-only: no gate ran", **common))
     # only --noise-floor needs every document scored here: it re-records every baseline from a second scoring of each
-    # (a run about to write one baseline is checked where it writes, `_judge`)
+    # (a run about to write one baseline is checked where it writes, `_judge`); --score-only reports no scores of a
+    # run over its limits either (a task that scored no document is not a score)
     problems = run_problems(evaluation, policy.overrides, recording=policy.noise_floor)
     if problems:
         return _run_error(identity, integrity, problems, **common)
+    if policy.score_only:
+        return Judgement(GateResult(status=STATUS_OFF, note="--score-only: no gate ran", **common))
     candidate = candidate_record(identity, evaluation, runner, policy=policy, split=split)
     aggregates = evaluation.scores.aggregates()
     measured: TaskComparison | None = None

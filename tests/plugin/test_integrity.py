@@ -396,3 +396,5 @@ def test_a_task_with_no_document_scored_is_the_runs_error(project, task):
     assert gated["status"] == "error" and gated["entries"] == []
     assert gated["integrity"]["unscored"] == DOCUMENTS
     assert f"task 'toy/{task}': 20 of 20 documents unscored (100.0%, limit 1.0%)" in result.stdout.str()
+    # --score-only compares with no baseline, and still passes no scores of nothing (it used to pass the task)
+    assert run(project, "-k", task, "--no-cache", "--score-only").ret == EXIT_STATUS_INTEGRITY
