@@ -174,7 +174,7 @@ def test_sigterm_in_the_second_task_ends_interrupted_with_the_first_verdict_and_
     stopped_after = time.monotonic() - signalled
 
     assert process.returncode == EXIT_STATUS_INTERRUPTED, output
-    assert stopped_after < 15, stopped_after
+    assert stopped_after < 30, stopped_after  # promptly: the task is stopped where it is, not finished
     document = json.loads((project / "r.json").read_text())
     assert document["outcome"]["status"] == "interrupted"
     assert document["outcome"]["unfinished"] == [f"probe/{task}" for task in TASKS[1:]]

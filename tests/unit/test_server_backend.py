@@ -237,5 +237,6 @@ def test_a_hung_server_is_given_up_after_one_round_of_timeouts_and_for_the_rest_
         second = time.monotonic() - started
     finally:
         served.set_fault("none")
-    assert first < 3.0, first  # one timeout, and the batches' spread; five rounds took over 5 s
-    assert second < 0.5, second
+    # one timeout and the batches' spread; five rounds of timeouts and backoffs took 12 s and more
+    assert first < 5.0, first
+    assert second < 2.0, second  # no worker at all: no timeout waited
