@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from pytest_modelbench.errors import BaselineError  # noqa: E402
 from pytest_modelbench.gate.baseline_file import parse  # noqa: E402
+from pytest_modelbench.gate.storage import UPDATE_MARK  # noqa: E402
 from tests.fixtures.gate_tasks import pool_documents, write_task  # noqa: E402
 from tests.fixtures.tiny_models import build_tiny_causal_lm  # noqa: E402
 
@@ -72,7 +73,8 @@ def fates(baselines: Path) -> tuple[list[str], list[str]]:
         json.loads(policy.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         problems.append(f"gate-policy.json: {exc}")
-    readable_leftovers = [p.name for p in baselines.rglob("*.json") if p.name.startswith(".")]
+    readable_leftovers = [p.name for p in baselines.rglob("*.json")
+                          if p.name.startswith(".") and not p.name.startswith(UPDATE_MARK)]
     problems += [f"temporary file named like a baseline: {name}" for name in readable_leftovers]
     return found, problems
 
@@ -97,8 +99,8 @@ def main() -> None:
         subprocess.run(pytest_command(model, "--snapshot-update"), cwd=root, env=env, check=True, capture_output=True)
         whole = time.monotonic() - began
         print(f"one whole --snapshot-update run: {whole:.1f} s (4 tasks x {DOCS} documents, batch size 1, no cache)")
-        print(f"{'kill':>4}  {'at (s)':>6}  {'old':>3}  {'new':>3}  {'tmp left':>8}  problems")
-        mixed_round, totals = None, {"old": 0, "new": 0, "problems": 0, "tmp": 0}
+        print(f"{'kill':>4}  {'at (s)':>6}  {'old':>3}  {'new':>3}  {'tmp left':>8}  {'mark left':>9}  problems")
+        mixed_round, totals = None, {"old": 0, "new": 0, "problems": 0, "tmp": 0, "marked": 0}
         for k in range(args.kills):
             shutil.rmtree(baselines)
             shutil.copytree(saved, baselines)  # copies keep their times: older than this round's update
@@ -109,6 +111,8 @@ def main() -> None:
             process.send_signal(signal.SIGKILL)
             process.wait()
             found, problems = fates(baselines)
+            marked = len(list(baselines.rglob(f"{UPDATE_MARK}*.json")))
+            totals["marked"] += marked
             leftovers = [p for p in baselines.rglob("*.tmp")]
             for leftover in leftovers:
                 leftover.unlink()
@@ -121,9 +125,10 @@ def main() -> None:
                 shutil.rmtree(root / "mixed", ignore_errors=True)
                 shutil.copytree(baselines, root / "mixed")
             print(f"{k:>4}  {moment:>6.1f}  {found.count('old'):>3}  {found.count('new'):>3}  {len(leftovers):>8}  "
-                  f"{'; '.join(problems) or '-'}")
+                  f"{'yes' if marked else '-':>9}  {'; '.join(problems) or '-'}")
         print(f"totals over {args.kills} kills: {totals['old']} baselines old, {totals['new']} new, "
-              f"{totals['problems']} problems, {totals['tmp']} temporary files left (hidden .*.tmp, never read)")
+              f"{totals['problems']} problems, {totals['tmp']} temporary files left (hidden .*.tmp, never read), "
+              f"{totals['marked']} update marks left (killed after its first baseline was judged, before it ended)")
         if mixed_round is not None:
             shutil.rmtree(baselines)
             shutil.copytree(root / "mixed", baselines)
