@@ -74,8 +74,8 @@ class SessionOutcome:
         return f"gate {self.status}" + (f": {'; '.join(self.reasons)}" if self.reasons else "")
 
     def as_json(self) -> dict[str, Any]:
-        return {"status": self.status, "reasons": list(self.reasons), "exit_status": self.exit_status,
-                "unfinished": list(self.unfinished)}
+        interrupted = {"unfinished": list(self.unfinished)} if self.interrupted else {}
+        return {"status": self.status, "reasons": list(self.reasons), "exit_status": self.exit_status, **interrupted}
 
 
 def _named(nodeids: Sequence[str]) -> str:

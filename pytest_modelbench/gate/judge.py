@@ -223,8 +223,7 @@ def judge_task(identity: TaskId, evaluation: Any, runner: Any, *, policy: GatePo
     common = {"task": identity.key, "baseline": store.display(store.path(identity)),
               "baseline_name": policy.baseline_name, "integrity": counted}
     # only --noise-floor needs every document scored here: it re-records every baseline from a second scoring of each
-    # (a run about to write one baseline is checked where it writes, `_judge`); --score-only reports no scores of a
-    # run over its limits either (a task that scored no document is not a score)
+    # (a run about to write one baseline is checked where it writes, `_judge`); --score-only keeps the limits too
     problems = run_problems(evaluation, policy.overrides, recording=policy.noise_floor)
     if problems:
         return _run_error(identity, integrity, problems, **common)
