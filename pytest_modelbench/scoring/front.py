@@ -258,19 +258,19 @@ class ScoringFront:
             except Exception as exc:  # the backend's own: the run's failure, not a document's
                 if isinstance(exc, ModelbenchError):
                     raise
-                failed.update((flat[p], why) for p, why in relay.raised(exc))
-                return
-            rows = self._checked_count(rows, len(scored), lambda k: name(scored[k]))
-            for k, (d, row) in enumerate(zip(scored, rows)):
-                if unscored_reason(row) is not None:  # the whole document: each continuation left unscored
-                    rows[k] = [row] * sizes[d]
-                    continue
-                if not isinstance(row, Sequence) or len(row) != sizes[d]:
-                    raise BackendResultError(
-                        f"{name(d)}: {backend_name(self.backend)} returned {_shown(row)} for a document of "
-                        f"{sizes[d]} continuations; a backend returns one log-likelihood per continuation")
-            values = [value for row in rows for value in row]
-            pass_on(relay.fresh(range(len(values)), values))
+                relay.raised(exc)
+            else:
+                rows = self._checked_count(rows, len(scored), lambda k: name(scored[k]))
+                for k, (d, row) in enumerate(zip(scored, rows)):
+                    if unscored_reason(row) is not None:  # the whole document: each continuation left unscored
+                        rows[k] = [row] * sizes[d]
+                        continue
+                    if not isinstance(row, Sequence) or len(row) != sizes[d]:
+                        raise BackendResultError(
+                            f"{name(d)}: {backend_name(self.backend)} returned {_shown(row)} for a document of "
+                            f"{sizes[d]} continuations; a backend returns one log-likelihood per continuation")
+                values = [value for row in rows for value in row]
+                pass_on(relay.fresh(range(len(values)), values))
             failed.update((flat[p], reason) for p, reason in relay.failed.items())
 
         values = score_with_cache(len(owners), keys, self.cache, ScoringProgress(self.progress, label, sizes), compute)
@@ -300,10 +300,10 @@ class ScoringFront:
         except Exception as exc:  # the backend's own: the run's failure, not a document's
             if isinstance(exc, ModelbenchError):
                 raise
-            failed.update((todo[p], why) for p, why in relay.raised(exc))
-            return
-        returned = self._checked_count(returned, len(todo), lambda p: name(todo[p]))
-        pass_on(relay.fresh(range(len(returned)), returned))
+            relay.raised(exc)
+        else:
+            returned = self._checked_count(returned, len(todo), lambda p: name(todo[p]))
+            pass_on(relay.fresh(range(len(returned)), returned))
         failed.update((todo[p], reason) for p, reason in relay.failed.items())
 
     def _checked_count(self, returned: Any, count: int, name: Namer) -> list:
@@ -370,13 +370,11 @@ class _Relay:
                 fresh.append((position, value))
         return fresh
 
-    def raised(self, exc: Exception) -> list[tuple[int, Unscored]]:
-        """The backend raised `exc` (scoring/backend.py): every position it had not passed on is unscored for it;
-        the failed positions, with why."""
+    def raised(self, exc: Exception) -> None:
+        """The backend raised `exc` (scoring/backend.py): every position it had not passed on is unscored for it."""
         LOG.debug("%s raised while scoring", backend_name(self.front.backend), exc_info=exc)
         why = BackendRaised(f"the backend raised {type(exc).__name__}: {exc}")
         self.failed.update((position, why) for position, passed in enumerate(self.passed) if not passed)
-        return list(self.failed.items())
 
 
 class TaskFront:
