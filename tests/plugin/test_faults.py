@@ -156,6 +156,34 @@ def test_two_pytest_processes_share_one_cache_and_one_baselines_folder(project, 
     assert cache_rows(project) == len({(text, option) for _, text, option in requests})
 
 
+SECOND_TASK_PAUSES_HALFWAY = """import pathlib
+import time
+
+from pytest_modelbench.scoring import cached
+
+add = cached.WriteBack.add
+scored_in_task = []
+
+
+def pytest_runtest_logstart(nodeid, location):
+    scored_in_task.clear()
+    scored_in_task.append(nodeid.endswith('{task}'))
+
+
+def add_then_pause_halfway(self, items):
+    add(self, items)
+    if scored_in_task[0]:
+        scored_in_task.extend(items)
+        if len(scored_in_task) > {halfway}:
+            self.close()
+            pathlib.Path('halfway').touch()
+            time.sleep(60)
+
+
+cached.WriteBack.add = add_then_pause_halfway
+"""
+
+
 def test_sigterm_in_the_second_task_ends_interrupted_with_the_first_verdict_and_the_rerun_scores_the_rest(
         project, pytester, tiny_model):
     """Issue 50: SIGTERM (a CI job cancelled) in the middle of the second task: within seconds the run exits with the
@@ -163,11 +191,12 @@ def test_sigterm_in_the_second_task_ends_interrupted_with_the_first_verdict_and_
     is kept, and the re-run scores only what was left."""
     pytester.runpytest(f"--model={tiny_model}", "-p", "no:cacheprovider", "--snapshot-update",
                        "--no-cache").assert_outcomes(passed=len(TASKS))
-    (project / "conftest.py").write_text("import pathlib\n\n\ndef pytest_runtest_logstart(nodeid, location):\n"
-                                         f"    if nodeid.endswith('{TASKS[1]}'):\n"
-                                         "        pathlib.Path('second_started').touch()\n")
+    # Halfway through the second task the run writes what it scored to the cache, marks the moment and pauses: the
+    # signal lands inside the task whatever the load (polling for the task's start let a loaded CI run finish the
+    # second task before the signal arrived).
+    (project / "conftest.py").write_text(SECOND_TASK_PAUSES_HALFWAY.format(task=TASKS[1], halfway=DOCS))
     process = start_pytest(project, tiny_model, "--results-json=r.json")
-    wait_for(lambda: (project / "second_started").exists() and cache_rows(project) > DOCS * 2, process)
+    wait_for(lambda: (project / "halfway").exists(), process)
     signalled = time.monotonic()
     process.send_signal(signal.SIGTERM)
     output = process.communicate(timeout=60)[0]
