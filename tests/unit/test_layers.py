@@ -27,7 +27,7 @@ LAYERS = (
     ("gate core", ("pytest_modelbench.gate",)),
     ("run", ("pytest_modelbench.run",)),
     ("outputs", ("pytest_modelbench.outputs",)),
-    ("pytest layer", ("pytest_modelbench.pytest_plugin", "pytest_modelbench.__main__")),
+    ("pytest layer", ("pytest_modelbench.pytest_plugin", "pytest_modelbench.__main__", "pytest_modelbench.project_init")),
 )
 FOUNDATION_MODULES = LAYERS[0][1]
 

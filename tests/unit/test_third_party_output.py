@@ -31,9 +31,15 @@ def test_hidden_by_default(capsys, caplog):
 
 
 def test_shown_when_asked(capsys, caplog):
-    with pytest.warns(FutureWarning, match="torch_dtype"):
-        with loading_output(show=True):
-            noisy_load()
+    # caplog's handler on the library's logger itself: transformers before 5.10 does not propagate its records
+    logger = logging.getLogger("transformers")
+    logger.addHandler(caplog.handler)
+    try:
+        with pytest.warns(FutureWarning, match="torch_dtype"):
+            with loading_output(show=True):
+                noisy_load()
+    finally:
+        logger.removeHandler(caplog.handler)
     assert "Loading weights" in capsys.readouterr().err
     assert "Some weights were not initialized" in caplog.text
 
