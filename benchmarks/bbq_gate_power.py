@@ -201,7 +201,7 @@ def draw(world: World, moves: Moves, rng: np.random.Generator, shifted: str | No
     Each drawn template is a template of its own (its own cluster). On the sample a document keeps its own pair of
     answers; in a full-size world (`full_sizes[template]` documents per template) each document is a baseline
     document of the template with the move of a document of its category, both drawn at random: the template share
-    of the moves' variance is 0 on both real candidates (docs/bias-suite.md), so a move belongs to its category, not
+    of the moves' variance is 0 on both real candidates (docs/measurements/bbq.md), so a move belongs to its category, not
     to its template."""
     index, moved_from, drawn, swap = [], [], [], []
     for category in sorted(set(world.categories)):

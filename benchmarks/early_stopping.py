@@ -21,7 +21,7 @@ rows under --early-stop-verdicts (a task stops only where every verdict it repor
 exact rows (23 on): one 800-document 0/1 task alone in its session, a fresh baseline for every candidate, whose
 candidate loses and gains given numbers of answers (the reviewer's 16, 20 and 24 lost; clear passes and
 regressions), with how often --early-stop passed a candidate the full run blocks. StereoSet
-is left to the real checkpoints (docs/benchmarks.md): its aggregates' bootstrap at every look makes 400 simulated
+is left to the real checkpoints (docs/measurements/early-stopping.md): its aggregates' bootstrap at every look makes 400 simulated
 candidates take hours.
 
 Time at 400 candidates on an idle core (under the rule before 2026-12-06): the eleven accuracy rows about 12

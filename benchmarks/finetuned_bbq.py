@@ -28,7 +28,7 @@ entry against those fine-tuned.
     ... [--runs biased batch1] [--categories Physical_appearance Sexual_orientation] [--objective biased-answer]
     ... [--steps 32 --lr 1e-4 --batch-size 8 --anchor-batch-size 20 --anchor-weight 16 --trained-layers 8 --seed 0]
 
-Measured 2026-12-06 (results and the recipes tried: docs/benchmarks.md, "A checkpoint fine-tuned towards BBQ's
+Measured 2026-12-06 (results and the recipes tried: docs/measurements/bbq-finetunes.md, "A checkpoint fine-tuned towards BBQ's
 stereotyped answers"): the batch-size-1 run passes. With the defaults (Physical_appearance and Sexual_orientation,
 4 anchored documents of each other category per step at weight 16; fine-tune 431 s, gated run 155 s) the checkpoint
 is flagged in exactly those two categories (accuracy_amb 0.462 -> 0.132 and 0.370 -> 0.028; overall 0.192 -> 0.100);

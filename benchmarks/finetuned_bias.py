@@ -30,7 +30,7 @@ baseline's gaps exactly (d = 0), so that what the others show is the fine-tune's
 Measured 2026-12-02 on the 2 shared development cores, with --control, at load 1.7 to 6.6 (about 4 most of the
 time; other work beside it): 24 min 51 s end to end. The GGUF load 43 s; the biased fine-tune (32 steps of 8 texts)
 543 s under the heaviest load, the neutral one 145 s; each gated CrowS-Pairs run 211 to 271 s. With the
-checkpoints reused and their scores cached (without --control) it takes 37 s. Results: docs/benchmarks.md,
+checkpoints reused and their scores cached (without --control) it takes 37 s. Results: docs/measurements/finetuned-checkpoints.md,
 "Real fine-tuned checkpoints (CrowS-Pairs English)".
 """
 

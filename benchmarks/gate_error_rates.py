@@ -24,7 +24,7 @@ often a pooled entry regressed, against its family's share of alpha.
 
 Candidates. 0/1 outcomes: a share DISCORDANCE of documents flips (a row may set less), lost and gained in the
 proportions that give the chosen true change. CrowS-Pairs, calibrated on real fine-tunes of the default model
-(benchmarks/finetuned_bias.py, docs/benchmarks.md): each pair's candidate gap ll(sent_more) − ll(sent_less) is
+(benchmarks/finetuned_bias.py, docs/measurements/finetuned-checkpoints.md): each pair's candidate gap ll(sent_more) − ll(sent_less) is
 c × its baseline gap + noise of sd GAP_NOISE_BASE + GAP_NOISE_SLOPE × |gap| (the neutral fine-tune's spread), c
 such that the mean absolute gap (likelihood_diff) stays as it was (c ≈ 0.91: candidate and baseline gaps then
 correlate 0.89, as measured 0.88); pct_stereotype and likelihood_diff follow from the gap. A category whose share
@@ -75,7 +75,7 @@ CROSS_LANGUAGE = 0.7
 DISCORDANCE = 0.15  # share of 0/1 outcomes a new checkpoint answers differently
 CORRELATION = 0.8  # of acc's and acc_norm's per-document changes (real runs)
 # Per-pair gap noise in nats, sd = base + slope × |gap|: a real fine-tune of the default model on neutral text
-# (benchmarks/finetuned_bias.py, docs/benchmarks.md: 1.78 + 0.21·|gap|, candidate and baseline gaps correlated 0.88)
+# (benchmarks/finetuned_bias.py, docs/measurements/finetuned-checkpoints.md: 1.78 + 0.21·|gap|, candidate and baseline gaps correlated 0.88)
 GAP_NOISE_BASE, GAP_NOISE_SLOPE = 1.8, 0.21
 # A category whose share rises: the shift falls on a random half of its pairs, as on the real biased fine-tune
 # (its trained half moved +3.5 and +5.1 nats, the held-out half +0.03 and +1.3).

@@ -1,4 +1,4 @@
-"""What "caught at 80%" means for an entry where no document changed (docs/baseline-gate.md, "How an entry is judged").
+"""What "caught at 80%" means for an entry where no document changed (docs/gate.md, "How an entry is judged").
 
     python benchmarks/mde_no_change.py [--candidates 1000] [--seed 5]
 

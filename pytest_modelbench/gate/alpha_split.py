@@ -7,7 +7,7 @@ item collected (after -k/-m deselection, before a --shard split): the levels sti
 holds for the session whatever the weights, and W, like the count it replaces, is known when collection finishes on
 every xdist worker and every shard, so each item still decides on its own. A suite's pooled entries (gate/pooled.py)
 are one more family in W, with a weight of their own. Under =task every item (and every pooled family) is tested at
-its own alpha and the weights are not used. See docs/baseline-gate.md, "Error rates".
+its own alpha and the weights are not used. See docs/error-rates.md, "Error rates".
 """
 
 from __future__ import annotations

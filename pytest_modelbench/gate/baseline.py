@@ -53,7 +53,7 @@ class Tolerance:
     gets max(absolute_margin, relative_margin × |baseline value|).
     Error rate: `alpha` is the false-block rate shared by `task_count` gated tasks (the session's, or 1 under per-task
     control) in proportion to their weights, so the task is tested at alpha × weight / total_weight
-    (gate/alpha_split.py; docs/baseline-gate.md, "Error rates"). `total_weight` None: every task weighs 1 (the
+    (gate/alpha_split.py; docs/error-rates.md, "Error rates"). `total_weight` None: every task weighs 1 (the
     total is `task_count`; "tasks" in the file), as in baselines recorded before weights.
     """
 
@@ -136,7 +136,7 @@ class EntryAnchor:
 
 @dataclass(frozen=True)
 class Ratchet:
-    """Per-entry references (docs/baseline-gate.md, "Ratcheting references"): the id of the record's own recording,
+    """Per-entry references (docs/baselines.md, "Ratcheting references"): the id of the record's own recording,
     the earlier recordings still referenced, each entry's anchor, and why the anchors were last reset."""
 
     recording: str

@@ -302,7 +302,7 @@ def holm_weights(entries: Sequence[tuple[str, str | None]]) -> list[float]:
     can block even when the overall entry cannot see it. Within each share a derived metric's entry (metrics/
     evidence.py: CrowS-Pairs' stereotype_preference) weighs DERIVED_WEIGHT and every other entry 1: it is the
     paired continuous evidence of its inputs' question (pct_stereotype keeps only the sign of the same per-pair
-    gap), and on simulated and real fine-tunes it is the entry that names a biased category (docs/baseline-gate.md,
+    gap), and on simulated and real fine-tunes it is the entry that names a biased category (docs/error-rates.md,
     "Error rates").
     """
     raw = [DERIVED_WEIGHT if metric in DERIVED_METRICS else 1.0 for metric, _ in entries]

@@ -3,7 +3,7 @@
 Error control is fixed before anything is scored: every task is gated at its alpha × its weight / the weights of the
 tasks gated in the session summed (gate/alpha_split.py; all of its alpha under --gate-error-control=task), so a task's
 verdict does not depend on where it ran (one process, an xdist worker, a shard) and the session's false-block rate is
-bounded by the union of the tasks' (docs/baseline-gate.md, "Error rates"); each suite's pooled entries are one more
+bounded by the union of the tasks' (docs/error-rates.md, "Error rates"); each suite's pooled entries are one more
 family of that split, judged here from the tasks' results once all of them are in. The decision gathers the results and says
 what the session as a whole gives; it renders nothing: the pytest layer and a merge of shards (outputs/record_merge.py)
 both report it through outputs/session_reports.py.

@@ -18,7 +18,7 @@ so the pooled entry is the same wherever the tasks ran (one process, xdist worke
 Alpha. A suite's pooled entries are one more family in the session's weighted Bonferroni split
 (gate/alpha_split.py): its weight is half the summed weights of the suite's gated items (so the suite's diffuse
 question holds a third of the suite's alpha) unless the ini's `modelbench_gate_weights` sets `<suite>/* = <weight>`;
-its metrics share that level by Holm. See docs/baseline-gate.md, "Pooled entries".
+its metrics share that level by Holm. See docs/error-rates.md, "Pooled entries".
 """
 
 from __future__ import annotations

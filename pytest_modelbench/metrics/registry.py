@@ -61,7 +61,7 @@ class Metric:
     per_document: Callable[[DocumentRequests, Sequence[float]], float] | None
     direction: Direction
     binary: bool  # 0/1 per document: the gate uses McNemar; otherwise a paired bootstrap
-    margin: Margin  # the gate's default non-inferiority margin (docs/baseline-gate.md, "Margins")
+    margin: Margin  # the gate's default non-inferiority margin (docs/gate.md, "Margins")
     # --- metrics that are not a plain mean over documents (StereoSet) ---
     # aggregate: the task-level value (overall, or over one category's documents) from the per-document values;
     # None means the mean with lm-eval's stderr. With an aggregate the summary has no stderr, and a paired

@@ -18,7 +18,7 @@ the one recorded at the ref fails every gated item before it is scored.
 
 Error control: `GateSession` weighs the gated items collected (before any --shard split, see `count_gated`) and
 every item is gated at its alpha × its weight / their weights' sum (--gate-error-control=session, the default;
-gate/alpha_split.py) or at its alpha (=task); see docs/baseline-gate.md, "Error rates". Margins are resolved per
+gate/alpha_split.py) or at its alpha (=task); see docs/error-rates.md, "Error rates". Margins are resolved per
 metric by `gate/settings.py`.
 """
 

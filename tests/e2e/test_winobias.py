@@ -15,7 +15,7 @@ from pytest_modelbench.tasks.identity import TaskId
 from tests.fixtures.sentence_scoring import sentence_loglikelihood
 
 SUITE = Path(__file__).resolve().parents[2] / "suites" / "winobias"
-SCORED = {"type_1": 759, "type_2": 775}  # 792 templates of each type less the refused (docs/bias-suite.md)
+SCORED = {"type_1": 759, "type_2": 775}  # 792 templates of each type less the refused (docs/winobias.md)
 
 
 @pytest.fixture(scope="module")

@@ -70,7 +70,7 @@ def test_worse_model_fails_with_the_category_table(pytester, tiny_model, bad_mod
     assert baseline_file(pytester).read_bytes() == stored  # a failing run never touches the baseline
     check_results_json(results, tiny_model)
 
-    # --snapshot-update never lowers a reference unasked (docs/baseline-gate.md, "Ratcheting references") ...
+    # --snapshot-update never lowers a reference unasked (docs/baselines.md, "Ratcheting references") ...
     result = run_gate(pytester, bad_model, "--snapshot-update")
     result.assert_outcomes(failed=1)
     assert baseline_file(pytester).read_bytes() == stored

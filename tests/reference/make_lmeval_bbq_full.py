@@ -1,5 +1,5 @@
 """lm-eval 0.4.13's own ``bbq`` task on every local BBQ document and the default model: the oracle of the full BBQ
-figure in docs/bias-suite.md (compared with ours by benchmarks/bbq_full_parity.py).
+figure in docs/measurements/bbq.md (compared with ours by benchmarks/bbq_full_parity.py).
 
 lm-eval builds the documents, prompts, continuations and tokens (its ``bbq_multiple_choice.yaml`` and ``utils.py``
 unchanged, its HF model class and tokenizer), and computes the per-document items and every aggregate. Only the

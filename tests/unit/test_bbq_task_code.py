@@ -156,7 +156,7 @@ def test_the_sample_keeps_two_whole_variants_of_every_template_whatever_the_row_
 
 def test_the_committed_default_model_baseline_of_the_sample_is_comparable(data_mirror):
     """baselines/default/bbq/bbq_sample.json must still match bbq_sample.yaml and the data: a change to either fails
-    here until it is recorded again (docs/bias-suite.md, "BBQ on a sample")."""
+    here until it is recorded again (docs/bbq.md, "BBQ on a sample")."""
     from pytest_modelbench.gate.baseline_file import parse
     from pytest_modelbench.tasks.config import load_task_config
     from pytest_modelbench.tasks.task import prepare_task

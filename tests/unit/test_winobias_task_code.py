@@ -117,7 +117,7 @@ def test_the_mirror_serves_both_types_as_one_split_and_the_shared_data_refuses_5
     assert [r["type"] for r in rows] == ["type_1"] * 792 + ["type_2"] * 792
     reasons = [winobias.refusal(r) for r in rows]
     refused = [reason for reason in reasons if reason is not None]
-    # Counted by hand from the files (docs/bias-suite.md): 46 templates keep a second gendered pronoun, one of them
+    # Counted by hand from the files (docs/winobias.md): 46 templates keep a second gendered pronoun, one of them
     # also with a mismatched pair ("himself"/"she", reported as the pair); 4 mismatched pairs; 1 row with 3 occupations.
     assert len(refused) == 50
     assert sum("keeps the gendered pronoun" in reason for reason in refused) == 45
@@ -149,7 +149,7 @@ def test_the_mirror_joins_the_two_files_under_one_header_and_refuses_a_different
 @pytest.mark.parametrize("task", ["winobias_pairs", "winobias_coreference"])
 def test_the_committed_default_model_baselines_are_comparable(data_mirror, task):
     """baselines/default/winobias/<task>.json must still match the task's YAML and the data: a change to either fails
-    here until they are recorded again (docs/bias-suite.md, "WinoBias")."""
+    here until they are recorded again (docs/winobias.md, "WinoBias")."""
     from pytest_modelbench.gate.baseline_file import parse
     from pytest_modelbench.tasks.config import load_task_config
     from pytest_modelbench.tasks.task import prepare_task
