@@ -135,6 +135,7 @@ def to_document(record: BaselineRecord) -> dict[str, Any]:
             "device": p.device,
             "packages": dict(sorted(p.packages.items())),
             "created": p.created,
+            **({"sampling": p.sampling} if p.sampling else {}),  # only a sampled task's: other files stay as they were
         },
         "gate": {
             "absolute_margin": record.tolerance.absolute_margin,
@@ -384,6 +385,7 @@ def _parse_document(document: Any) -> BaselineRecord:
         device=_get(raw_p, "device", str, "provenance"),
         packages=packages,
         created=_get(raw_p, "created", str, "provenance"),
+        sampling=_get(raw_p, "sampling", str, "provenance") if "sampling" in raw_p else "",
     )
 
     raw_gate = _get(document, "gate", dict, "")

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
-from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
 
 # Provenance keys whose difference makes a baseline incomparable ("re-baseline required").
 COMPARABILITY_KEYS = {
@@ -45,6 +44,9 @@ class Provenance:
     device: str
     packages: Mapping[str, str] = field(default_factory=dict)
     created: str = ""
+    # A sampled task's draw: where and with what seed it sampled (another draw is comparable; scoring_protocol
+    # says what it sampled); empty for every other task.
+    sampling: str = ""
 
 
 def provenance_problems(stored: Provenance, candidate: Provenance) -> list[str]:
@@ -73,12 +75,12 @@ def _installed_versions() -> dict[str, str]:
     return versions
 
 
-def scoring_protocol(evaluation: Any, backend: Any, batch_size: int | str) -> str:
+def scoring_protocol(evaluation: Any, backend: Any) -> str:
     """How the numbers were produced; a baseline scored under another protocol is not comparable.
 
     An explicit `scoring_protocol` carried by the evaluation wins; otherwise what was run (causal log-likelihood,
     masked pseudo-log-likelihood with the task's masked protocol, greedy generation, or sampled generation with its
-    settings, seed and batch size), the scorer's knobs from --model-args (add_bos_token, prefix_token_id, max_length)
+    settings and draws a document: not its seed or batch size, sampling_draw's), the scorer's knobs from --model-args (add_bos_token, prefix_token_id, max_length)
     and the prompt format (--apply-chat-template, ...).
     """
     explicit = getattr(evaluation, "scoring_protocol", None) or getattr(evaluation.prepared, "scoring_protocol", None)
@@ -86,17 +88,14 @@ def scoring_protocol(evaluation: Any, backend: Any, batch_size: int | str) -> st
         return str(explicit)
     leaves = getattr(evaluation, "leaves", None)
     if leaves is not None:  # a group (metrics/group_scores.py): its tasks' protocols, each once
-        return " | ".join(dict.fromkeys(scoring_protocol(leaf, backend, batch_size) for leaf in leaves))
+        return " | ".join(dict.fromkeys(scoring_protocol(leaf, backend) for leaf in leaves))
     generated = getattr(evaluation, "generations", None) is not None
     if generated and evaluation.prepared.config.generation.sampling:
-        # The seed and the batch size choose the draw, so a run reproduces its baseline's answers only with both.
-        settings = evaluation.prepared.config.generation.label()
-        if str(getattr(backend, "device", "")).startswith("server"):  # the server's sampler: other draws than torch's
-            base = (f"causal-lm sampled generation on a server ({settings}; seed {SAMPLING_SEED} per request), "
-                    "lm-eval 0.4.13 generate_until rules")
-        else:
-            base = (f"causal-lm sampled generation ({settings}; torch seed {SAMPLING_SEED} per task, batch size "
-                    f"{batch_size}), lm-eval 0.4.13 generate_until rules")
+        # What is sampled, not which draw: another seed, batch size or sampler draws from the same distribution, and
+        # the gate's paired test on the documents' draws sees that noise (sampling_draw records the draw).
+        config = evaluation.prepared.config
+        base = (f"causal-lm sampled generation ({config.generation.label()}; {config.draws} draw(s) a document), "
+                "lm-eval 0.4.13 generate_until rules")
     elif generated:
         base = GENERATION_PROTOCOL
     elif getattr(backend, "model_type", "causal") == "masked":
@@ -107,6 +106,17 @@ def scoring_protocol(evaluation: Any, backend: Any, batch_size: int | str) -> st
     knobs = "".join(f"; {k}={v}" for k, v in sorted((getattr(backend, "scorer_kwargs", None) or {}).items()))
     prompt = getattr(evaluation.prepared, "prompt_label", "")  # chat template, system instruction
     return base + knobs + (f"; {prompt}" if prompt else "")
+
+
+def sampling_draw(evaluation: Any, backend: Any, batch_size: int | str) -> str:
+    """Which draw a sampled task's numbers are (a run reproduces its answers with all of it); '' when not sampled."""
+    generations = getattr(evaluation, "generations", None)
+    if generations is None or not evaluation.prepared.config.generation.sampling:
+        return ""
+    seed = evaluation.prepared.sampling_seed
+    if str(getattr(backend, "device", "")).startswith("server"):  # the server's sampler: other draws than torch's
+        return f"server sampler, seed {seed} per request (plus the draw's number)"
+    return f"torch seed {seed} per task, batch size {batch_size}"
 
 
 def provenance(evaluation: Any, runner: Any) -> Provenance:
@@ -124,12 +134,13 @@ def provenance(evaluation: Any, runner: Any) -> Provenance:
         data_fingerprint=prepared.data_fingerprint,
         limit=prepared.limit,
         num_fewshot=int(prepared.num_fewshot),
-        scoring_protocol=scoring_protocol(evaluation, backend, batch_size),
+        scoring_protocol=scoring_protocol(evaluation, backend),
         dtype=(dtype or requested) if requested in ("auto", dtype) or not dtype else f"{requested} ({dtype})",
         batch_size=batch_size,
         device=backend.device,
         packages=package_versions(),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        sampling=sampling_draw(evaluation, backend, batch_size),
     )
 
 

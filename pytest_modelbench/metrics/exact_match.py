@@ -44,11 +44,12 @@ class ExactMatch:
         return float(any(answer == self.normalise(ref) for ref in references))
 
 
-def exact_match_options(options: dict[str, Any], path: Path, label: str) -> ExactMatch:
-    """The metric_list entry's options (`label` names it in errors); unknown ones are refused."""
+def exact_match_options(options: dict[str, Any], path: Path, label: str, metric: str = "exact_match") -> ExactMatch:
+    """The metric_list entry's options (`label` names it in errors, `metric` the metric that compares by exact
+    match); unknown ones are refused."""
     unknown = sorted(set(options) - {"regexes_to_ignore", *_FLAGS}, key=str)
     if unknown:
-        raise TaskConfigError(f"{path}: key '{label}.{unknown[0]}' is not an option of exact_match")
+        raise TaskConfigError(f"{path}: key '{label}.{unknown[0]}' is not an option of {metric}")
     for flag in _FLAGS:
         if not isinstance(options.get(flag, False), bool):
             raise TaskConfigError(f"{path}: key '{label}.{flag}' must be true or false")

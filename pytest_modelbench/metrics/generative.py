@@ -2,6 +2,13 @@
 (`exact_match,strict-match`). exact_match is 0/1 per document, so the gate pairs documents with McNemar's test;
 bleu, chrf and ter (metrics/translation.py) are corpus scores, gated by the bootstrap that re-applies them.
 
+`pass@K` (any K, e.g. `metric: pass@1`), this plugin's metric over a sampled task's draws (`repeats` of them, n):
+per document, of the pipeline's answers over the draws (a pipeline that does not end with take_first; one ending
+with it has one answer, copied to every draw), `c` are right by exact_match (its options apply), and the value is
+Chen et al. (2021)'s unbiased estimate of the chance that at least one of K draws is right, 1 - C(n-c, K) / C(n, K)
+(K at most n). pass@1 is c/n, the mean accuracy over the draws (mean@n). It is a share, not 0/1, so the gate's
+paired bootstrap tests it, and the sampling noise of each document's draws is inside the variance it sees.
+
 `metric: !function module.fn` (--allow-task-code) is called as lm-eval 0.4.13 calls it (api/task.py
 ConfigurableTask.process_results, generate_until): per document and pipeline, fn(references=[gold],
 predictions=[answer], **options), the options being the entry's other keys; if that raises TypeError, fn([gold,
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -29,11 +37,13 @@ from pytest_modelbench.metrics.registry import HIGHER, LOWER, ONE_POINT, Directi
 from pytest_modelbench.metrics.task_aggregation import TaskAggregation
 from pytest_modelbench.metrics.translation import CORPUS_METRICS, CorpusScore, sentence_statistics
 from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.filters import Answers
 from pytest_modelbench.tasks.metric_list import MetricSpec
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task_code import lm_eval_missing
 
-GENERATIVE_METRICS = ("exact_match", *CORPUS_METRICS)
+GENERATIVE_METRICS = ("exact_match", "pass@K", *CORPUS_METRICS)
+PASS_AT_K = re.compile(r"pass@([1-9][0-9]*)")
 # Corpus scores on sacrebleu's 0-100 scale: one point, the smallest BLEU change papers report.
 CORPUS_MARGIN = Margin(absolute=1.0)
 # lm-eval registers these for multiple_choice only: on generated text its sklearn aggregation fails.
@@ -49,6 +59,26 @@ class _FilteredExactMatch:
 
     def __call__(self, doc: DocumentRequests, answers: Mapping[str, str]) -> float:
         return self.scorer.score(answers[self.pipeline], doc.gold)
+
+
+def pass_at_k(n: int, correct: int, k: int) -> float:
+    """The unbiased estimate of pass@k from `n` draws of which `correct` are right (Chen et al. 2021, eq. 1)."""
+    if n - correct < k:
+        return 1.0
+    return 1.0 - math.comb(n - correct, k) / math.comb(n, k)
+
+
+@dataclass(frozen=True)
+class _FilteredPassAtK:
+    """Per document: pass@k over one pipeline's answers to the document's draws, each right by exact match."""
+
+    pipeline: str
+    scorer: ExactMatch
+    k: int
+
+    def __call__(self, doc: DocumentRequests, answers: Answers) -> float:
+        samples = answers.samples[self.pipeline]
+        return pass_at_k(len(samples), int(sum(self.scorer.score(answer, doc.gold) for answer in samples)), self.k)
 
 
 @dataclass(frozen=True)
@@ -74,8 +104,11 @@ def generative_metrics(config: TaskConfig) -> tuple[Metric, ...]:
             metrics.extend(_function_metrics(spec, config))
             continue
         _check_known(spec.name, spec.options, config, f"metric_list[{i}]")
-        if spec.name == "exact_match":
-            scorer = exact_match_options(spec.options, config.source, f"metric_list[{i}]")
+        sampled = PASS_AT_K.fullmatch(spec.name)
+        if sampled is not None:
+            k = _draws_for(int(sampled.group(1)), config, f"metric_list[{i}]")
+        if spec.name == "exact_match" or sampled is not None:
+            scorer = exact_match_options(spec.options, config.source, f"metric_list[{i}]", spec.name)
         elif spec.options:
             raise TaskConfigError(f"{config.source}: key 'metric_list[{i}].{sorted(spec.options, key=str)[0]}' is not "
                                   f"an option of {spec.name}")
@@ -83,6 +116,9 @@ def generative_metrics(config: TaskConfig) -> tuple[Metric, ...]:
             name = f"{spec.name},{pipeline.name}"
             if spec.name == "exact_match":
                 metrics.append(Metric(name, _FilteredExactMatch(pipeline.name, scorer), HIGHER, binary=True,
+                                      margin=ONE_POINT))
+            elif sampled is not None:
+                metrics.append(Metric(name, _FilteredPassAtK(pipeline.name, scorer, k), HIGHER, binary=False,
                                       margin=ONE_POINT))
             else:
                 metrics.append(Metric(name, _FilteredStatistics(pipeline.name, spec.name),
@@ -177,9 +213,20 @@ def _check_known(name: str, options: Mapping, config: TaskConfig, label: str) ->
         raise TaskConfigError(f"{config.source}: key '{label}': metric '{name}' is a multiple_choice metric in lm-eval "
                               "(its aggregation reads (gold, predicted choice) index pairs); a generate_until task "
                               f"cannot use it (known: {', '.join(GENERATIVE_METRICS)})")
-    if name not in GENERATIVE_METRICS:
+    if name not in GENERATIVE_METRICS and PASS_AT_K.fullmatch(name) is None:
         raise TaskConfigError(f"{config.source}: unknown metric '{name}' in metric_list for a generate_until task "
                               f"(known: {', '.join(GENERATIVE_METRICS)})")
+
+
+def _draws_for(k: int, config: TaskConfig, label: str) -> int:
+    """pass@k's k, refused above the document's number of draws (the task's repeats when it samples, else 1)."""
+    if k > config.draws:
+        why = (f"the task samples {config.draws} draws a document (repeats)" if config.generation.sampling
+               else "the task decodes greedily, one answer a document (sample with generation_kwargs do_sample: "
+                    "true and repeats: n)")
+        raise TaskConfigError(f"{config.source}: key '{label}': metric 'pass@{k}' needs at least {k} draws a "
+                              f"document, and {why}")
+    return k
 
 
 def corpus_aggregate(name: str) -> CorpusScore | None:

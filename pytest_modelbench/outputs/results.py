@@ -69,7 +69,7 @@ def run_config(options: Any) -> dict[str, Any]:
         "model": options.model, "model_args": options.model_args, "dtype": options.dtype,
         "batch_size": "default" if options.batch_size is None else options.batch_size, "device": options.device,
         "limit": options.limit, "num_fewshot": options.num_fewshot, "shared_prefixes": options.shared_prefixes,
-        "rescored_from": list(options.rescored_from),
+        "sampling_seed": options.sampling_seed, "rescored_from": list(options.rescored_from),
     }
 
 
@@ -119,7 +119,9 @@ def _samples(evaluation: TaskEvaluation) -> list[dict[str, Any]]:
     if evaluation.generations is not None:  # generate_until: the context, the raw and the filtered answers
         for sample, doc, generation, answers in zip(samples, evaluation.prepared.documents, evaluation.generations,
                                                     evaluation.answers):
-            sample.update(context=doc.context, target=doc.gold, generation=generation, filtered=answers)
+            sample.update(context=doc.context, target=doc.gold, generation=generation, filtered=dict(answers))
+            if isinstance(generation, list):  # a sampled task's draws
+                sample["filtered_draws"] = answers.samples
     return samples
 
 

@@ -26,6 +26,7 @@ from pytest_modelbench.scoring.loading import DEFAULT_MODEL, DTYPES
 from pytest_modelbench.scoring.progress import pytest_sink as progress_sink
 from pytest_modelbench.tasks.config import TaskConfig, is_task_file, load_task_config
 from pytest_modelbench.tasks.datasets import DATA_DIR_ENV
+from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
 from pytest_modelbench.tasks.groups import ScorableGroup, is_group_file, load_group
 from pytest_modelbench.tasks.identity import TaskId, TaskRegistry, identify
 from pytest_modelbench.text_format import format_table
@@ -47,6 +48,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--model-type", default="auto", choices=("auto", "causal", "masked"),
                     help="causal or masked-LM scoring (default: auto, from the checkpoint's architectures)")
     group.addoption("--batch-size", help="batch size, an integer or 'auto' (default: auto, but 1 for generation and --plain-scoring)")
+    group.addoption("--sampling-seed", type=int, default=SAMPLING_SEED,
+                    help=f"seed of a sampled task's draws (default: {SAMPLING_SEED}, lm-eval's); another seed is another "
+                         "draw, gated against the same baseline")
     group.addoption("--num-fewshot", type=int, default=None, help="few-shot examples per document (overrides the YAML)")
     group.addoption("--limit", type=int, default=None, help="score only the first N documents of each task")
     group.addoption("--data-dir", default=None, help=f"local mirror of hub datasets (also ${DATA_DIR_ENV} or ini modelbench_data_dir)")
@@ -102,6 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
             dtype=config.getoption("--dtype"),
             batch_size=cli_options.batch_size(config.getoption("--batch-size")),
             num_fewshot=cli_options.count("--num-fewshot", config.getoption("--num-fewshot"), minimum=0),
+            sampling_seed=cli_options.count("--sampling-seed", config.getoption("--sampling-seed"), minimum=0),
             limit=cli_options.count("--limit", config.getoption("--limit"), minimum=1),
             data_dir=Path(data_dir).expanduser().resolve() if data_dir else None,
             allow_task_code=config.getoption("--allow-task-code"),

@@ -18,7 +18,7 @@ from pytest_modelbench.metrics.process_results import document_values
 from pytest_modelbench.metrics.task_metrics import resolve_metrics
 from pytest_modelbench.numeric import is_number
 from pytest_modelbench.scoring.backend import Backend, BackendRaised, Unscored, retried_count
-from pytest_modelbench.tasks.filters import filtered_answers, invalid_outputs
+from pytest_modelbench.tasks.filters import Answers, filtered_answers, invalid_outputs
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task import PreparedTask
 
@@ -28,8 +28,9 @@ class TaskEvaluation:
     prepared: PreparedTask
     loglikelihoods: list[list[float]]  # per document, one per choice or continuation (none for generate_until)
     scores: TaskScores
-    generations: list[str] | None = None  # generate_until: the raw generation per document
-    answers: list[dict[str, str]] | None = None  # generate_until: per document, the answer of each filter pipeline
+    # generate_until: per document the raw generation, or a sampled task's `repeats` draws (a list of them)
+    generations: list[str | list[str]] | None = None
+    answers: list[Answers] | None = None  # generate_until: per document, the answer of each filter pipeline
     greedy: list[bool] | None = None  # loglikelihood: per document, whether its continuation is the greedy one
     integrity: TaskIntegrity | None = None  # what the run could not score or parse (gate/integrity.py)
 
@@ -103,8 +104,7 @@ def _merged(prepared: PreparedTask, parts: Sequence[tuple[Sequence[int], TaskEva
     integrity = combined([part.integrity for _, part in parts])
     if output_type == "generate_until":
         generations = [part.generations[i] for _, part, i in by_position]
-        answers = filtered_answers(prepared.config.filters, generations, [doc.doc for doc in documents],
-                                   [doc.doc_id for doc in documents], _task(prepared))
+        answers = _answers(merged, generations)
         return TaskEvaluation(merged, loglikelihoods, _score(merged, metrics, answers), generations, answers,
                               integrity=_with_invalid(integrity, merged, generations, answers))
     if output_type == "loglikelihood":
@@ -116,21 +116,30 @@ def _merged(prepared: PreparedTask, parts: Sequence[tuple[Sequence[int], TaskEva
 
 
 def _evaluate_generation(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
+    draws = prepared.config.draws
     try:
-        generations = checked_results(backend, backend.generate_task(prepared), len(prepared.documents), "generation",
-                                      _task(prepared))
+        values = checked_results(backend, backend.generate_task(prepared), len(prepared.documents) * draws,
+                                 "generation", _task(prepared))
     except RequestError as exc:
         raise TaskConfigError(f"{_task(prepared)}: {exc.problem}") from None
-    failed = _failed([[g] for g in generations])
+    per_doc = [values[d * draws:(d + 1) * draws] for d in range(len(prepared.documents))]
+    failed = _failed(per_doc)  # a document any of whose draws is unscored
     scored, kept = _scored(prepared, failed)
-    integrity = _integrity(prepared, failed, generations)
-    generations = [generations[d] for d in kept]
-    documents = scored.documents  # each pipeline runs over all of them at once, as lm-eval's filters do
-    answers = filtered_answers(prepared.config.filters, generations, [doc.doc for doc in documents],
-                               [doc.doc_id for doc in documents], _task(prepared))
+    integrity = _integrity(prepared, failed, values)
+    generations = [per_doc[d] if draws > 1 else per_doc[d][0] for d in kept]
+    answers = _answers(scored, generations)
     scores = _score(scored, metrics, answers)
-    return TaskEvaluation(scored, [[] for _ in documents], scores, generations, answers,
+    return TaskEvaluation(scored, [[] for _ in scored.documents], scores, generations, answers,
                           integrity=_with_invalid(integrity, scored, generations, answers))
+
+
+def _answers(scored: PreparedTask, generations: Sequence[str | list[str]]) -> list[Answers]:
+    """Each document's answers (tasks/filters.py), every pipeline run over all the documents at once as lm-eval's
+    filters are, on each document's `repeats` responses: its draws, or copies of its one generation."""
+    config, documents = scored.config, scored.documents
+    responses = [list(g) if isinstance(g, list) else [g] * config.repeats for g in generations]
+    return filtered_answers(config.filters, responses, [doc.doc for doc in documents],
+                            [doc.doc_id for doc in documents], _task(scored))
 
 
 def _evaluate_rolling(prepared: PreparedTask, backend: Backend, metrics) -> TaskEvaluation:
@@ -220,13 +229,14 @@ def _integrity(prepared: PreparedTask, failed: dict[int, str], values: Sequence[
                          tuple(documents[d].key for d in sorted(failed)), backend_failure=raised)
 
 
-def _with_invalid(integrity: TaskIntegrity, scored: PreparedTask, generations: Sequence[str],
-                  answers: Sequence[dict[str, str]]) -> TaskIntegrity:
+def _with_invalid(integrity: TaskIntegrity, scored: PreparedTask, generations: Sequence[str | list[str]],
+                  answers: Sequence[Answers]) -> TaskIntegrity:
     """`integrity` with the scored documents' answers that no filter could parse (tasks/filters.py)."""
     flags = invalid_outputs(scored.config.filters, answers)
     if flags is None:
         return integrity
-    invalid = tuple(DocumentProblem(int(doc.doc_id), doc.category, _shown(generation))
+    invalid = tuple(DocumentProblem(int(doc.doc_id), doc.category,
+                                    _shown(generation if isinstance(generation, str) else generation[0]))
                     for doc, generation, flag in zip(scored.documents, generations, flags) if flag)
     return dataclasses.replace(integrity, invalid=invalid, invalid_flags=tuple(flags))
 

@@ -19,6 +19,7 @@ from pytest_modelbench.scoring.loading import (
     LoadedModel, detect_model_type, load_model, load_tokenizer, resolve_model_source,
 )
 from pytest_modelbench.tasks.config import TaskConfig
+from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
 from pytest_modelbench.tasks.groups import ScorableGroup
 from pytest_modelbench.tasks.identity import TaskId
 from pytest_modelbench.tasks.prompt_format import PromptFormat, prompt_format
@@ -55,6 +56,7 @@ class RunOptions:
     system_instruction: str | None = None
     fewshot_as_multiturn: bool = False
     rescored_from: tuple[str, ...] = ()  # --rescore-from: the run records that answered every request (no model)
+    sampling_seed: int = SAMPLING_SEED  # --sampling-seed: a sampled task's draws
 
 
 @dataclass
@@ -128,7 +130,7 @@ class BenchRunner:
         with loading_output(self.options.third_party_output):
             prepared = prepare_task(
                 config, data_dir=self.options.data_dir, num_fewshot=self.options.num_fewshot, limit=self.options.limit,
-                prompt_format=self._prompt_format(),
+                prompt_format=self._prompt_format(), sampling_seed=self.options.sampling_seed,
             )
         # Bound to the task: progress counts its documents; a masked LM scores whole documents (CrowS shared tokens).
         if early_stop is None:

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from pytest_modelbench.errors import ModelLoadError
-from pytest_modelbench.tasks.generation_settings import GenerationSettings
+from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED, GenerationSettings
 
 OnBatch = Callable[[list[int], list[Any]], None]
 
@@ -90,10 +90,14 @@ class RollingRequest:
 class GenerationRequest:
     """A context to answer as the task's generation_kwargs say (GenerationSettings: the stop sequences `until`, to
     which a backend adds its model's end-of-sequence text; at most `max_gen_toks` new tokens; the decoding settings,
-    transformers' names, e.g. (("do_sample", True), ("temperature", 0.8)); `sampling` when they sample)."""
+    transformers' names, e.g. (("do_sample", True), ("temperature", 0.8)); `sampling` when they sample). A sampled
+    task asks each document `repeats` times (its draws, numbered by `draw`, adjacent as lm-eval clones a document's
+    request); `seed` is the run's sampling seed (--sampling-seed), which a backend seeds its sampler with."""
 
     context: str
     settings: GenerationSettings
+    seed: int = SAMPLING_SEED
+    draw: int = 0
 
 
 @dataclass(frozen=True)

@@ -100,8 +100,8 @@ class CausalLMScorer(TaskFront):
             if on_batch is not None:
                 on_batch(indices, texts)
 
-        for settings, batches in plan:
-            generate_batches(self.model, self.encoder.tokenizer, self.device, contexts, settings, batches, done)
+        for (settings, seed), batches in plan:
+            generate_batches(self.model, self.encoder.tokenizer, self.device, contexts, settings, batches, done, seed)
         return answers
 
     def generation_batches(self, requests: Sequence[GenerationRequest]) -> list[list[int]]:
@@ -110,23 +110,24 @@ class CausalLMScorer(TaskFront):
 
     def _generation_plan(self, requests: Sequence[GenerationRequest]) -> tuple[list[list[int]], list[tuple]]:
         """Each request's context as generated (token ids, cut on the left to leave room for the answer) and, per
-        settings, lm-eval's batches: longest untruncated context first, ties by context text."""
+        settings and seed, lm-eval's batches: longest untruncated context first, ties by context text (a document's
+        draws stay adjacent, in order)."""
         from pytest_modelbench.scoring.generation import batch_plan, context_limit
 
         encoded = [self.encoder.encode(request.context) for request in requests]
         contexts: list[list[int]] = [[] for _ in requests]
         by_settings: dict = {}
         for i, request in enumerate(requests):
-            by_settings.setdefault(request.settings, []).append(i)
+            by_settings.setdefault((request.settings, request.seed), []).append(i)
         plan = []
-        for settings, members in by_settings.items():
+        for (settings, seed), members in by_settings.items():
             limit = context_limit(self.max_length, settings)
             for i in members:
                 contexts[i] = encoded[i][-limit:]
             batch_size = self._resolve_batch_size(max(len(contexts[i]) for i in members) + settings.max_gen_toks,
                                                   self.generation_batch_size)
             local = batch_plan([len(encoded[i]) for i in members], [requests[i].context for i in members], batch_size)
-            plan.append((settings, [[members[k] for k in batch] for batch in local]))
+            plan.append(((settings, seed), [[members[k] for k in batch] for batch in local]))
         return contexts, plan
 
     def rolling_loglikelihoods(self, requests: Sequence[RollingRequest], on_batch: OnBatch | None = None
@@ -277,9 +278,7 @@ class CausalLMScorer(TaskFront):
         """The seam's: the model and settings part of a generation's cache key (scoring/cached_generation.py)."""
         if self._generation_base is None:
             return None
-        from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
-
-        return json.dumps({"model": self._generation_base, "seed": SAMPLING_SEED}, sort_keys=True)
+        return json.dumps({"model": self._generation_base}, sort_keys=True)  # a sampled request's key holds its seed
 
     @cached_property
     def _generation_base(self) -> str | None:

@@ -56,8 +56,11 @@ def rolling_requests(prepared) -> list[RollingRequest]:
 
 
 def generation_requests(prepared) -> list[GenerationRequest]:
-    """A generate_until task's requests: each document's context, under the task's generation settings."""
-    return [GenerationRequest(doc.context, prepared.config.generation) for doc in prepared.documents]
+    """A generate_until task's requests: each document's context under the task's generation settings, once, or
+    for a sampled task with `repeats` once per draw (adjacent, draws numbered 0..), seeded with the run's seed."""
+    config = prepared.config
+    return [GenerationRequest(doc.context, config.generation, prepared.sampling_seed, draw)
+            for doc in prepared.documents for draw in range(config.draws)]
 
 
 def task_name(prepared) -> str:
@@ -168,8 +171,9 @@ class ScoringFront:
         return values
 
     def generate_task(self, prepared) -> list[str]:
-        """A generate_until task: per document its answer. Answers are cached by the requests they depend on
-        (scoring/cached_generation.py): the batch's, as `generation_batches` says, or when sampling the task's."""
+        """A generate_until task: per document its answer, or its `repeats` draws one after the other (a sampled
+        task's; config.draws). Answers are cached by the requests they depend on (scoring/cached_generation.py): the
+        batch's, as `generation_batches` says, or when sampling the task's."""
         method = getattr(self.backend, "generate", None)
         if method is None:
             raise output_type_unsupported(prepared, type(self.backend).__name__)
@@ -181,8 +185,11 @@ class ScoringFront:
         keys = None if namespace is None else generation_keys(
             namespace, [_cached_request(request) for request in requests], batches, sampling)
 
+        draws = prepared.config.draws
+
         def name(i: int) -> str:
-            return f"{task}, document {documents[i].doc_id}"
+            drawn = f", draw {i % draws}" if draws > 1 else ""
+            return f"{task}, document {documents[i // draws].doc_id}{drawn}"
 
         failed: dict[int, Unscored] = {}
 
@@ -418,9 +425,12 @@ def _document_error(exc: RequestError, name: Namer) -> ModelbenchError:
 
 
 def _cached_request(request: GenerationRequest) -> list:
-    """What an answer depends on besides the model: the request, as JSON writes it."""
+    """What an answer depends on besides the model: the request, as JSON writes it (a sampled one's seed and draw
+    with it)."""
     settings = request.settings
-    return [request.context, list(settings.until), settings.max_gen_toks, [list(item) for item in settings.decoding]]
+    drawn = [request.seed, request.draw] if settings.sampling else []
+    return [request.context, list(settings.until), settings.max_gen_toks, [list(item) for item in settings.decoding],
+            *drawn]
 
 
 def _cache_continuation(request: DocumentRequest, choice: int) -> str:

@@ -8,9 +8,10 @@ end-of-sequence text). The answer is the decoded new tokens (special tokens skip
 sequence. Requests run in lm-eval's order (longest context first, ties by context text) in batches, left-padded with
 an attention mask; rows finish independently. At batch size 1 nothing is padded, which is lm-eval's reference setting.
 
-Sampling draws from torch's random generator, seeded with lm-eval's default torch seed before a task's first batch
-(lm-eval seeds once per run, so a task that runs alone draws what lm-eval draws). The generator's state is restored
-afterwards, so a task's samples depend on neither the tasks before it nor the caller's random state.
+Sampling draws from torch's random generator, seeded with the run's sampling seed (--sampling-seed; by default
+lm-eval's torch seed) before a task's first batch (lm-eval seeds once per run, so a task that runs alone draws what
+lm-eval draws). A document's `repeats` draws are adjacent requests, as lm-eval clones them. The generator's state is
+restored afterwards, so a task's samples depend on neither the tasks before it nor the caller's random state.
 """
 
 from __future__ import annotations
@@ -82,12 +83,14 @@ def batch_plan(lengths: Sequence[int], texts: Sequence[str], batch_size: int) ->
 
 @torch.inference_mode()
 def generate_batches(model, tokenizer, device, contexts: Sequence[Sequence[int]], settings: GenerationSettings,
-                     batches: Sequence[Sequence[int]], on_done: Callable[[list[int], list[str]], None]) -> None:
-    """Answers the encoded (already left-truncated) contexts batch by batch: `on_done(indices, answers)` per batch."""
+                     batches: Sequence[Sequence[int]], on_done: Callable[[list[int], list[str]], None],
+                     seed: int = SAMPLING_SEED) -> None:
+    """Answers the encoded (already left-truncated) contexts batch by batch: `on_done(indices, answers)` per batch;
+    a sampled task draws from torch's generator seeded with `seed`."""
     stops = stop_sequences(tokenizer, settings)
     pad = padding_id(tokenizer)
     decoding = dict(settings.decoding)
-    with _seeded(model, settings.sampling):
+    with _seeded(model, settings.sampling, seed):
         for chunk in batches:
             width = max(len(contexts[i]) for i in chunk)
             input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
@@ -106,11 +109,11 @@ def generate_batches(model, tokenizer, device, contexts: Sequence[Sequence[int]]
 
 
 @contextmanager
-def _seeded(model, sampling: bool) -> Iterator[None]:
+def _seeded(model, sampling: bool, seed: int) -> Iterator[None]:
     if not sampling:
         yield
         return
     cuda = sorted({parameter.device.index or 0 for parameter in model.parameters() if parameter.device.type == "cuda"})
     with torch.random.fork_rng(devices=cuda):
-        torch.manual_seed(SAMPLING_SEED)
+        torch.manual_seed(seed)
         yield

@@ -5,8 +5,8 @@ A run record (outputs/run_record.py) holds, per scored task (keyed `<task file, 
 group's override of a task is a variant of its own), each document's id, a digest of its prompt, a digest of
 everything it asked of the model (prompt, choices or target, generation settings) and what the model answered
 (`task_outputs`): per choice a log-likelihood (multiple_choice), a log-likelihood and its greedy flag
-(loglikelihood), one log-likelihood (loglikelihood_rolling), or the raw generation, before any filter
-(generate_until); and the documents the run left unscored (docs/integrity.md), each with why: they are replayed
+(loglikelihood), one log-likelihood (loglikelihood_rolling), or the raw generation, before any filter, a sampled
+task's `repeats` draws as a list of them (generate_until); and the documents the run left unscored (docs/integrity.md), each with why: they are replayed
 unscored, so the task's integrity limits judge the re-scored run as they judged the recorded one. `ReplayBackend`
 answers a task only when every document's requests are the recorded ones;
 otherwise it refuses, naming the task and the first document whose prompt or requests differ. A change confined to
@@ -34,7 +34,7 @@ OUTPUT_KINDS = {  # what a document's recorded output is, by output type
     "multiple_choice": "a list of numbers (one log-likelihood per choice)",
     "loglikelihood": "a [number, true or false] pair (log-likelihood, greedy)",
     "loglikelihood_rolling": "a number (the text's log-likelihood)",
-    "generate_until": "a string (the raw generation)",
+    "generate_until": "a string (the raw generation), or a sampled task's list of draws",
 }
 
 
@@ -56,9 +56,12 @@ def request_digests(prepared: Any) -> list[tuple[str, str]]:
     """Per document: a digest of its prompt, and one of every request it sends (as the front builds them)."""
     output_type = prepared.config.output_type
     if output_type == "generate_until":
-        requests = generation_requests(prepared)
-        prompts = [request.context for request in requests]
-    elif output_type == "loglikelihood_rolling":
+        draws = prepared.config.draws
+        asked = generation_requests(prepared)
+        requests = [_drawn(asked[d * draws:(d + 1) * draws]) for d in range(len(prepared.documents))]
+        prompts = [request["context"] for request in requests]
+        return [(_digest(prompt), _digest(request)) for prompt, request in zip(prompts, requests)]
+    if output_type == "loglikelihood_rolling":
         requests = rolling_requests(prepared)
         prompts = [request.text for request in requests]
     elif output_type == "loglikelihood":
@@ -68,6 +71,17 @@ def request_digests(prepared: Any) -> list[tuple[str, str]]:
         requests = document_requests(prepared)
         prompts = [request.context for request in requests]
     return [(_digest(prompt), _digest(dataclasses.asdict(request))) for prompt, request in zip(prompts, requests)]
+
+
+def _drawn(requests: Sequence[Any]) -> dict[str, Any]:
+    """A document's generation requests as its digest covers them: greedy, the one request as it always was; sampled,
+    the first with the number of draws (the seed is in it: other draws are other requests)."""
+    request = dataclasses.asdict(requests[0])
+    del request["draw"]
+    if not requests[0].settings.sampling:
+        del request["seed"]
+        return request
+    return {**request, "draws": len(requests)}
 
 
 def task_outputs(prepared: Any, loglikelihoods: Sequence[Sequence[float]], generations: Sequence[str] | None,
@@ -170,7 +184,9 @@ class ReplayBackend:
         return list(self._outputs(prepared))
 
     def generate_task(self, prepared) -> list[str]:
-        return list(self._outputs(prepared))
+        draws = prepared.config.draws
+        return [draw for output in self._outputs(prepared)
+                for draw in ([output] * draws if isinstance(output, (str, Unscored)) else output)]
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]], **_: Any) -> list[float]:
         raise RescoreError("--rescore-from answers only the requests of the tasks its run record scored; a custom "
@@ -244,7 +260,7 @@ def _recorded_task(raw: Any, record: str, where: str) -> RecordedTask:
 
 def _output_fits(output_type: str, output: Any) -> bool:
     if output_type == "generate_until":
-        return isinstance(output, str)
+        return isinstance(output, str) or (isinstance(output, list) and all(isinstance(draw, str) for draw in output))
     if output_type == "loglikelihood_rolling":
         return is_number(output)
     if output_type == "loglikelihood":

@@ -73,6 +73,7 @@ class TaskConfig:
     metric_list: tuple[MetricSpec, ...] = (MetricSpec("acc"), MetricSpec("acc_norm"))
     generation: GenerationSettings | None = None  # generate_until only: stop sequences and token budget
     filters: tuple[FilterPipeline, ...] = NO_FILTER  # generate_until only: filter_list
+    repeats: int = 1  # generate_until only: responses per document (lm-eval's repeats), each a draw when sampling
     process_docs: Callable[[Any], Any] | None = None
     # `!function` scoring one document from lm-eval's results for it (metrics/process_results.py)
     process_results: Callable[[Any, list], Any] | None = None
@@ -85,6 +86,12 @@ class TaskConfig:
     limit: int | None = None  # modelbench.limit: only the first N documents of the evaluated split (as --limit N)
     gate: GateTolerance = GateTolerance()
     config_hash: str = ""
+
+    @property
+    def draws(self) -> int:
+        """Generations per document: `repeats` when sampling; else one, which every repeat copies (greedy decoding
+        answers every repeat alike)."""
+        return self.repeats if self.generation is not None and self.generation.sampling else 1
 
     @property
     def eval_split(self) -> str | None:
@@ -121,10 +128,7 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
     known -= {"source", "fewshot_sampler", "fewshot_overrides", "fewshot_samples", "version", "category_field", "gate"}
     known -= {"config_hash"}
     known -= {"categories", "masked_protocol", "generation", "filters", "limit"}
-    # repeats: greedy decoding answers every repeat alike, and each filter maps responses one by one before the
-    # first is taken, so generating once gives lm-eval's result; it is read (and part of the config hash) only.
-    # Sampled tasks refuse repeats > 1: lm-eval draws every repeat from the one random stream.
-    known |= {"generation_kwargs", "filter_list", "repeats"}
+    known |= {"generation_kwargs", "filter_list"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise TaskConfigError(f"{path}: unknown key '{unknown[0]}'")
@@ -225,8 +229,9 @@ def _build_config(raw: dict[str, Any], path: Path, allow_task_code: bool) -> Tas
         fewshot_delimiter=fewshot_delimiter,
         output_type=output_type,
         metric_list=specs,
-        generation=_generation(raw, fewshot_delimiter, repeats, path) if generative else None,
-        filters=filter_pipelines(raw.get("filter_list"), path, resolve, repeats=repeats) if generative else NO_FILTER,
+        generation=generation_settings(raw.get("generation_kwargs"), fewshot_delimiter, path) if generative else None,
+        filters=filter_pipelines(raw.get("filter_list"), path, resolve) if generative else NO_FILTER,
+        repeats=repeats,
         process_docs=_document_rules(modelbench, path, task, resolve("process_docs", raw.get("process_docs"))),
         process_results=resolve("process_results", process_results),
         should_decontaminate=bool(raw.get("should_decontaminate", False)),
@@ -310,16 +315,6 @@ def _document_limit(block: dict[str, Any], path: Path) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise TaskConfigError(f"{path}: key 'modelbench.limit' must be a positive integer, got {value!r}")
     return value
-
-
-def _generation(raw: dict[str, Any], fewshot_delimiter: str, repeats: int, path: Path) -> GenerationSettings:
-    settings = generation_settings(raw.get("generation_kwargs"), fewshot_delimiter, path)
-    if settings.sampling and repeats > 1:
-        raise TaskConfigError(
-            f"{path}: key 'repeats' is {repeats}: a sampled task (generation_kwargs.do_sample) draws every repeat, "
-            "which is not supported yet; use repeats: 1"
-        )
-    return settings
 
 
 def _masked_protocol(block: dict[str, Any], path: Path) -> str:

@@ -6,12 +6,15 @@ run over a task's generations by run/evaluation.py.
 Each pipeline's name becomes the suffix of its metric keys (`exact_match,strict-match`); without `filter_list` there is
 one pipeline, `none`, that takes the generation as it is. As in lm-eval (api/filter.py FilterEnsemble), each step maps
 the responses of all the task's documents at once, in document order: one entry per document, its list of responses
-(`repeats` copies of its generation, greedy decoding answering every repeat alike). `take_first` replaces a
+(its `repeats` generations: copies of the one greedy generation, or a sampled task's draws). `take_first` replaces a
 document's list by its first response, a string; a later step that iterates it then reads one character at a time,
-as lm-eval's steps do. The pipeline's answer is the string its last step leaves, or the first response of the list
-it leaves. Steps: regex (findall, `group_select`-th match, the first non-empty group of a tuple, stripped, else
-`fallback`), multi_choice_regex (regex, then the document's `choices` texts, then `: A`-style letters, each mapped to
-`(A)`...), lowercase, uppercase, remove_whitespace (strips both ends), map (`mapping_dict`, `default_value`).
+as lm-eval's steps do. `take_first_k` keeps the first `k` responses; `majority_vote` replaces the list by a list of
+its most frequent response (a tie: the one seen first). The pipeline's answer is the string its last step leaves, or
+the first response of the list it leaves; that list, one answer per draw, is what the metrics over samples read
+(pass@K, metrics/generative.py). Steps: regex (findall, `group_select`-th match, the first non-empty group of a
+tuple, stripped, else `fallback`), multi_choice_regex (regex, then the document's `choices` texts, then `: A`-style
+letters, each mapped to `(A)`...), lowercase, uppercase, remove_whitespace (strips both ends), map (`mapping_dict`,
+`default_value`).
 
 Task code (--allow-task-code), called with lm-eval's contract:
 - `function: custom` with `filter_fn: !function module.fn`: fn(resps, docs) once per task, with every document's
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections import Counter
 import sys
 import unicodedata
 from collections.abc import Iterable
@@ -53,35 +57,53 @@ INVALID_OUTPUT = "invalid_output"
 _PARSING_FILTERS = ("regex", "multi_choice_regex")  # the steps that answer their `fallback` when nothing matched
 
 
+class Answers(dict):
+    """One document's answers: each pipeline's answer by name, the string lm-eval scores; `samples` holds each
+    pipeline's answers over the document's draws (a sampled task with `repeats`): what the steps leave when the
+    pipeline does not end with take_first (one answer per draw), else its one answer for every draw."""
+
+    def __init__(self, answers: Mapping[str, str], samples: Mapping[str, list[str]]):
+        super().__init__(answers)
+        self.samples = dict(samples)
+
+
 @dataclass(frozen=True)
 class FilterPipeline:
     name: str
     steps: tuple[Step, ...] = ()
-    repeats: int = 1  # how many responses each document has (lm-eval's `repeats`)
     # The `fallback` of each parsing step (regex, multi_choice_regex): an answer that is one could not be parsed.
     fallbacks: frozenset[str] = frozenset()
 
     def apply(self, generation: str, doc: Mapping[str, Any], where: str) -> str:
-        """The answer of one document (a task of one document: custom steps see only it)."""
-        return self.apply_all([generation], [doc], [where], where)[0]
+        """The answer of one document to one generation (a task of one document: custom steps see only it)."""
+        value = self.apply_all([[generation]], [doc], [where], where)[0]
+        return value if isinstance(value, str) else _first(value, f"{where}, filter '{self.name}'")
 
-    def apply_all(self, generations: Sequence[str], docs: Sequence[Mapping[str, Any]], wheres: Sequence[str],
-                  task_where: str) -> list[str]:
-        """Every document's answer; `wheres` names each document in errors, `task_where` the task."""
+    def apply_all(self, responses: Sequence[list[str]], docs: Sequence[Mapping[str, Any]], wheres: Sequence[str],
+                  task_where: str) -> list[Responses]:
+        """What the steps leave of every document's responses (its list of `repeats` generations): a list, or a
+        string after take_first; `wheres` names each document in errors, `task_where` the task."""
         label = f", filter '{self.name}'"
         at = [where + label for where in wheres]
-        values: list[Responses] = [[generation] * self.repeats for generation in generations]
+        values: list[Responses] = [list(document_responses) for document_responses in responses]
         for step in self.steps:
             values = step(values, docs, at, task_where + label)
-        return [value if isinstance(value, str) else _first(value, where) for value, where in zip(values, at)]
+        return values
 
 
-def filtered_answers(pipelines: Sequence[FilterPipeline], generations: Sequence[str], docs: Sequence[Mapping[str, Any]],
-                     doc_ids: Sequence[Any], task_where: str) -> list[dict[str, str]]:
-    """Per document, the answer of each pipeline (by name); each pipeline runs over all the documents at once."""
+def filtered_answers(pipelines: Sequence[FilterPipeline], responses: Sequence[list[str]],
+                     docs: Sequence[Mapping[str, Any]], doc_ids: Sequence[Any], task_where: str) -> list[Answers]:
+    """Per document, the answers of each pipeline; each pipeline runs over all the documents at once. `responses`:
+    per document its list of generations (lm-eval's `repeats` of them: copies of the one greedy generation, or the
+    sampled draws)."""
     wheres = [f"{task_where}, document {doc_id}" for doc_id in doc_ids]
-    by_pipeline = {pipeline.name: pipeline.apply_all(generations, docs, wheres, task_where) for pipeline in pipelines}
-    return [{name: answers[i] for name, answers in by_pipeline.items()} for i in range(len(generations))]
+    at = {pipeline.name: [f"{where}, filter '{pipeline.name}'" for where in wheres] for pipeline in pipelines}
+    left = {pipeline.name: pipeline.apply_all(responses, docs, wheres, task_where) for pipeline in pipelines}
+    return [Answers({name: values[i] if isinstance(values[i], str) else _first(values[i], at[name][i])
+                     for name, values in left.items()},
+                    {name: [values[i]] * len(responses[i]) if isinstance(values[i], str) else list(values[i])
+                     for name, values in left.items()})
+            for i in range(len(responses))]
 
 
 def invalid_outputs(pipelines: Sequence[FilterPipeline], answers: Sequence[Mapping[str, str]]) -> list[bool] | None:
@@ -105,6 +127,37 @@ def _take_first(values: list[Responses], docs: Sequence[Mapping[str, Any]], wher
     return [_first(value, where) for value, where in zip(values, wheres)]
 
 
+def _take_first_k(kwargs: dict[str, Any], where: str) -> Step:
+    """lm-eval's take_first_k: each document's first `k` responses; fewer than `k` is an error (more repeats needed)."""
+    k = kwargs.get("k")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise TaskConfigError(f"{where}: filter 'take_first_k' needs 'k', a positive integer, got {k!r}")
+
+    def step(values: list[Responses], docs: Sequence[Mapping[str, Any]], wheres: Sequence[str],
+             task_where: str) -> list[Responses]:
+        for value, at in zip(values, wheres):
+            if len(value) < k:
+                raise DocumentError(f"{at}: take_first_k needs {k} responses and the document has {len(value)}: "
+                                    f"set the task's repeats to {k} or more")
+        return [value[:k] for value in values]
+
+    return step
+
+
+def _majority_vote(values: list[Responses], docs: Sequence[Mapping[str, Any]], wheres: Sequence[str],
+                   task_where: str) -> list[Responses]:
+    """lm-eval's majority_vote: each document's most frequent response, as a list of one; a tie goes to the
+    response seen first."""
+    return [[Counter(value).most_common(1)[0][0]] if value else [] for value in values]
+
+
+_SELECTIONS: dict[str, tuple[Callable[[dict[str, Any], str], Step], set[str]]] = {
+    "take_first": (lambda kwargs, where: _take_first, set()),
+    "take_first_k": (_take_first_k, {"k"}),
+    "majority_vote": (lambda kwargs, where: _majority_vote, set()),
+}
+
+
 def _per_document(step: DocumentStep) -> Step:
     """A built-in filter's step, which maps each document's responses on its own."""
 
@@ -118,12 +171,11 @@ def _per_document(step: DocumentStep) -> Step:
 NO_FILTER = (FilterPipeline("none"),)
 
 
-def filter_pipelines(value: Any, path: Path, resolve: Resolve | None = None, *,
-                     repeats: int = 1) -> tuple[FilterPipeline, ...]:
+def filter_pipelines(value: Any, path: Path, resolve: Resolve | None = None) -> tuple[FilterPipeline, ...]:
     """The YAML's `filter_list`, checked; None gives lm-eval's default single `none` pipeline. `resolve` turns a
     `!function` into the task's code (it refuses without --allow-task-code); without it task code is refused."""
     if value is None:
-        return NO_FILTER if repeats == 1 else (FilterPipeline("none", repeats=repeats),)
+        return NO_FILTER
     if not isinstance(value, list) or not value:
         raise TaskConfigError(f"{path}: key 'filter_list' must be a non-empty list of {{name, filter}} mappings")
     resolve = resolve or _refuse_task_code(path)
@@ -137,7 +189,7 @@ def filter_pipelines(value: Any, path: Path, resolve: Resolve | None = None, *,
             raise TaskConfigError(f"{path}: key '{label}.filter' must be a non-empty list of steps")
         fallbacks = frozenset(step.get("fallback", DEFAULT_FALLBACK) for step in steps
                               if isinstance(step, dict) and step.get("function") in _PARSING_FILTERS)
-        pipelines.append(FilterPipeline(entry["name"], _steps(steps, path, label, resolve), repeats, fallbacks))
+        pipelines.append(FilterPipeline(entry["name"], _steps(steps, path, label, resolve), fallbacks))
     names = [pipeline.name for pipeline in pipelines]
     duplicate = next((name for name in names if names.count(name) > 1), None)
     if duplicate is not None:
@@ -167,16 +219,17 @@ def _steps(entries: list[Any], path: Path, label: str, resolve: Resolve) -> tupl
         if function == "custom":
             steps.append(_custom(kwargs, path, where, resolve))
             continue
-        if function == "take_first":
-            if kwargs:
-                raise TaskConfigError(f"{path}: key '{where}.{sorted(kwargs, key=str)[0]}' is not an argument of "
-                                      "filter 'take_first'")
-            steps.append(_take_first)
+        if function in _SELECTIONS:
+            builder, allowed = _SELECTIONS[function]
+            unknown = sorted(set(kwargs) - allowed, key=str)
+            if unknown:
+                raise TaskConfigError(f"{path}: key '{where}.{unknown[0]}' is not an argument of filter '{function}'")
+            steps.append(builder(kwargs, f"{path}: key '{where}'"))
             continue
         if function not in _BUILDERS:
             raise TaskConfigError(
                 f"{path}: key '{where}.function': filter {function!r} is not supported "
-                f"(supported: {', '.join(sorted([*_BUILDERS, 'take_first', 'custom']))}, or a filter class as "
+                f"(supported: {', '.join(sorted([*_BUILDERS, *_SELECTIONS, 'custom']))}, or a filter class as "
                 "'!function module.Class' with --allow-task-code)"
             )
         builder, allowed = _BUILDERS[function]

@@ -9,6 +9,7 @@ from typing import Mapping
 from pytest_modelbench.errors import DatasetError, TaskCodeError, TaskConfigError
 from pytest_modelbench.tasks.config import TaskConfig
 from pytest_modelbench.tasks.datasets import Split, load_split
+from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
 from pytest_modelbench.tasks.prompt_format import PLAIN_TEXT, PromptFormat
 from pytest_modelbench.tasks.requests import DocumentRequests, FewshotSampler, RequestBuilder, numbered
 
@@ -21,6 +22,7 @@ class PreparedTask:
     limit: int | None
     data_fingerprint: str
     prompt_label: str = ""  # the prompt format (chat template, system instruction) as the provenance records it
+    sampling_seed: int = SAMPLING_SEED  # a sampled task's seed (--sampling-seed): its draws, not its task
 
 
 def effective_num_fewshot(config: TaskConfig, override: int | None) -> int:
@@ -32,9 +34,10 @@ def effective_num_fewshot(config: TaskConfig, override: int | None) -> int:
 
 def prepare_task(
     config: TaskConfig, *, data_dir: Path | None = None, num_fewshot: int | None = None, limit: int | None = None,
-    prompt_format: PromptFormat = PLAIN_TEXT,
+    prompt_format: PromptFormat = PLAIN_TEXT, sampling_seed: int = SAMPLING_SEED,
 ) -> PreparedTask:
-    """`prompt_format`: plain text, or a chat template (--apply-chat-template, tasks/prompt_format.py)."""
+    """`prompt_format`: plain text, or a chat template (--apply-chat-template, tasks/prompt_format.py);
+    `sampling_seed`: what a sampled task's draws are seeded with."""
     eval_split_name = config.eval_split
     if eval_split_name is None:
         raise TaskConfigError(f"{config.source}: task '{config.task}' needs 'test_split' or 'validation_split'")
@@ -50,7 +53,8 @@ def prepare_task(
     builder = RequestBuilder(config, eval_split.field_names, prompt_format)
     documents = numbered([builder.clustered(builder.build(doc_id, doc, sampler.shots(doc, shots_per_doc)))
                           for doc_id, doc in enumerate(docs)])
-    return PreparedTask(config, documents, shots_per_doc, limit, eval_split.fingerprint, prompt_format.label)
+    return PreparedTask(config, documents, shots_per_doc, limit, eval_split.fingerprint, prompt_format.label,
+                        sampling_seed)
 
 
 def _fewshot_sampler(config: TaskConfig, shots_per_doc: int, eval_split: Split, data_dir: Path | None) -> FewshotSampler:

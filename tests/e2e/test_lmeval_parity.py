@@ -36,7 +36,7 @@ from tests.fixtures.lmeval_references import (
 MC_REFERENCES = sorted(p.name for p in REFERENCE_DIR.glob("lmeval_*.json") if "crows" not in p.name and not
                        p.name.startswith(("lmeval_gen_", "lmeval_rolling_", "lmeval_loglikelihood_",
                                           "lmeval_process_results_", "lmeval_chat_", "lmeval_filter_",
-                                          "lmeval_group_", "lmeval_bbq_")))
+                                          "lmeval_group_", "lmeval_bbq_", "lmeval_sampled_")))
 
 
 @pytest.fixture(scope="module")

@@ -135,8 +135,9 @@ def test_generate_until_defaults_as_lm_eval(tmp_path):
     assert repeated.generation.max_gen_toks == 9  # lm-eval's alias; repeats add nothing under greedy decoding
     with pytest.raises(TaskConfigError, match="'repeats' must be a positive integer"):
         load_task_config(write(tmp_path, "z.yaml", text + "repeats: 0\n"))
-    with pytest.raises(TaskConfigError, match="s.yaml: key 'repeats' is 3: a sampled task .* draws every repeat"):
-        load_task_config(write(tmp_path, "s.yaml", text + "repeats: 3\ngeneration_kwargs: {temperature: 0.8}\n"))
+    assert (repeated.repeats, repeated.draws) == (5, 1)  # greedy: one generation, copied to every repeat
+    sampled = load_task_config(write(tmp_path, "s.yaml", text + "repeats: 3\ngeneration_kwargs: {temperature: 0.8}\n"))
+    assert (sampled.repeats, sampled.draws, sampled.generation.sampling) == (3, 3, True)  # one generation per draw
     with pytest.raises(TaskConfigError, match="'generation_kwargs' applies to generate_until tasks only"):
         load_task_config(write(tmp_path, "m.yaml", BASE + "generation_kwargs: {until: [x]}\n"))
 

@@ -75,7 +75,9 @@ def test_take_first_of_an_empty_response_names_the_document():
 
 @pytest.mark.parametrize("filter_list, message", [
     ([{"name": "p", "filter": [{"function": "take_first", "k": 2}]}], "'filter_list[0].filter[0].k' is not an arg"),
-    ([{"name": "p", "filter": [{"function": "majority_vote"}]}], "filter 'majority_vote' is not supported"),
+    ([{"name": "p", "filter": [{"function": "take_first_k"}]}], "filter 'take_first_k' needs 'k', a positive int"),
+    ([{"name": "p", "filter": [{"function": "majority_vote", "k": 2}]}], ".k' is not an argument of filter 'majority_vote'"),
+    ([{"name": "p", "filter": [{"function": "best_of"}]}], "filter 'best_of' is not supported"),
     ([{"name": "p", "filter": [{"function": "regex", "regex_pattern": "("}]}], "does not compile"),
     ([{"name": "p", "filter": [{"function": "regex", "pattern": "x"}]}], "'filter_list[0].filter[0].pattern' is not"),
     ([{"name": "p", "filter": [{"function": "map", "mapping_dict": {"a": 1}, "default_value": "x"}]}], "to strings"),

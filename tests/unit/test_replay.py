@@ -12,7 +12,9 @@ import pytest
 from hypothesis import strategies as st
 
 from pytest_modelbench.scoring.backend import BackendInfo, Unscored
-from pytest_modelbench.scoring.replay import RecordedOutputs, ReplayBackend, RescoreError, task_key, task_outputs
+from pytest_modelbench.scoring.replay import (
+    RecordedOutputs, ReplayBackend, RescoreError, request_digests, task_key, task_outputs,
+)
 from pytest_modelbench.tasks.generation_settings import GenerationSettings
 from pytest_modelbench.tasks.requests import DocumentRequests
 from tests.unit.test_parser_properties import JSON_VALUES, _paths, run_property
@@ -21,13 +23,16 @@ ROOT = Path("/project")
 INFO = BackendInfo("m", "weights:1", "causal", "float32", "cpu", {"add_bos_token": True})
 
 
-def prepared(output_type: str, continuations=(" a", " b"), doc_ids=(0, 1, 2), until=("\n",)):
+def prepared(output_type: str, continuations=(" a", " b"), doc_ids=(0, 1, 2), until=("\n",), draws=1, seed=1234):
+    """A task of `output_type`; with `draws` > 1 a sampled generate_until task of that many draws a document."""
+    decoding = (("do_sample", True), ("temperature", 0.8)) if draws > 1 else (("do_sample", False),)
     config = SimpleNamespace(output_type=output_type, source=ROOT / "suites" / "s" / "t.yaml", task="t",
-                             masked_protocol=None, generation=GenerationSettings(until, 16))
+                             masked_protocol=None, generation=GenerationSettings(until, 16, decoding), repeats=draws,
+                             draws=draws)
     rolling = output_type == "loglikelihood_rolling"
     documents = [DocumentRequests(i, "" if rolling else f"Q{i}:", (), () if rolling else tuple(continuations),
                                   f"text {i}", None, {}) for i in doc_ids]
-    return SimpleNamespace(config=config, documents=documents)
+    return SimpleNamespace(config=config, documents=documents, sampling_seed=seed)
 
 
 def replay(task, loglikelihoods, generations=None, greedy=None) -> ReplayBackend:
@@ -50,6 +55,29 @@ def test_every_output_type_replays_what_was_recorded_and_the_recorded_backend():
     backend = replay(generation, [[], [], []], generations=["x", " y", "z\t"])
     assert backend.generate_task(generation) == ["x", " y", "z\t"]
     assert backend.describe() == INFO
+
+
+def test_a_sampled_tasks_draws_replay_in_order_and_another_seed_or_draw_count_is_refused():
+    """Issue 52: a document's draws are recorded as the list of them and replayed flat, draw by draw, as the front
+    asks them; the seed and the number of draws are part of what was asked, so another of either is not replayed."""
+    sampled = prepared("generate_until", draws=3, seed=7)
+    draws = [["a", "b", "a"], ["c", "c", "d"], ["e", "f", "g"]]
+    backend = replay(sampled, [[], [], []], generations=draws)
+    assert backend.generate_task(sampled) == [draw for document in draws for draw in document]
+    with pytest.raises(RescoreError, match="document 0: its requests differ from the ones recorded"):
+        backend.generate_task(prepared("generate_until", draws=3, seed=8))
+    with pytest.raises(RescoreError, match="document 0: its requests differ from the ones recorded"):
+        backend.generate_task(prepared("generate_until", draws=4, seed=7))
+
+
+def test_a_greedy_generation_request_is_digested_as_before_draws_existed():
+    """Run records written before sampled draws existed replay: a greedy request's digest covers what it did then
+    (context and settings), not the seed or draw number every request now carries."""
+    from pytest_modelbench.scoring.replay import _digest
+
+    task = prepared("generate_until", doc_ids=(0,))
+    then = {"context": "Q0:", "settings": {"until": ["\n"], "max_gen_toks": 16, "decoding": [["do_sample", False]]}}
+    assert request_digests(task) == [(_digest("Q0:"), _digest(then))]
 
 
 def test_a_subset_of_the_recorded_documents_replays_theirs():  # --early-stop scores blocks of documents

@@ -277,19 +277,24 @@ def test_servers_that_generate_differently_are_refused(tiny_loaded, healthy, mon
         scorer.generation_identity()
 
 
-def test_a_served_sampled_run_is_not_comparable_with_a_local_one():
-    """A server draws with its own sampler: its protocol differs from the local path's, so a baseline sampled locally
-    is 're-baseline required', never compared draw against draw."""
+def test_a_served_sampled_run_is_compared_with_a_local_one_and_its_draw_is_recorded_apart():
+    """Issue 52: a server's sampler and torch's draw from the same distribution, and the gate's paired test sees that
+    noise: the protocol (what is compared) names what is sampled, the provenance's `sampling` which draw it was."""
     from types import SimpleNamespace
 
-    from pytest_modelbench.gate.provenance import scoring_protocol
+    from pytest_modelbench.gate.provenance import sampling_draw, scoring_protocol
     from pytest_modelbench.scoring.backend import BackendInfo
 
     generation = SimpleNamespace(sampling=True, label=lambda: "do_sample=True, temperature=0.8")
-    evaluation = SimpleNamespace(generations=["x"], prepared=SimpleNamespace(config=SimpleNamespace(generation=generation)))
-    local = scoring_protocol(evaluation, BackendInfo("m", "f", "causal", "float32", "cpu"), 1)
-    served = scoring_protocol(evaluation, BackendInfo("m", "f", "causal", "", "server http://a:8000/v1 (serving m)"), 1)
-    assert "torch seed 1234 per task" in local and "on a server" in served and "seed 1234 per request" in served
+    config = SimpleNamespace(generation=generation, draws=5)
+    evaluation = SimpleNamespace(generations=["x"], prepared=SimpleNamespace(config=config, sampling_seed=7))
+    local_backend = BackendInfo("m", "f", "causal", "float32", "cpu")
+    served_backend = BackendInfo("m", "f", "causal", "", "server http://a:8000/v1 (serving m)")
+    local, served = (scoring_protocol(evaluation, backend) for backend in (local_backend, served_backend))
+    assert local == served == ("causal-lm sampled generation (do_sample=True, temperature=0.8; 5 draw(s) a "
+                               "document), lm-eval 0.4.13 generate_until rules")
+    assert sampling_draw(evaluation, local_backend, 4) == "torch seed 7 per task, batch size 4"
+    assert sampling_draw(evaluation, served_backend, 4) == "server sampler, seed 7 per request (plus the draw's number)"
 
 
 def test_retries_are_counted_and_requests_that_still_fail_are_unscored_never_cached(tiny_loaded, healthy, tmp_path):

@@ -8,10 +8,11 @@ Per output type:
   value is the sum over its windows. The front caches each text's value, as it does the local path's.
 - generate_until: each context (left-truncated as the local path truncates it) sent as token ids with lm-eval's stops
   (the task's `until` plus the end-of-sequence text), `max_gen_toks` as `max_tokens` and the task's decoding settings
-  (greedy: temperature 0; sampled: its temperature, top_p, top_k, min_p and lm-eval's seed per request). The answer
-  is the generated token ids decoded here (special tokens skipped) and cut before the first stop, which is the local
-  path's answer for the same tokens; the server's own text must agree with it, the stops and the budget must have
-  been honoured (check_generation), and a setting a server cannot be asked for is refused (server_decoding).
+  (greedy: temperature 0; sampled: its temperature, top_p, top_k, min_p and the run's seed per request, plus the
+  draw's number for a document's `repeats` draws). The answer is the generated token ids decoded here (special tokens
+  skipped) and cut before the first stop, which is the local path's answer for the same tokens; the server's own
+  text must agree with it, the stops and the budget must have been honoured (check_generation), and a setting a
+  server cannot be asked for is refused (server_decoding).
   Answers are cached under the servers' probed identity and a probe of their greedy generations, so a checkpoint or
   a generation config that generates differently is generated again.
 - loglikelihood (is_greedy): not supported on a server yet (a named error).
@@ -93,11 +94,12 @@ class ServerScorer(TaskFront):
         self.generation_identity()  # servers of one run must generate alike
         answers: list[str | Unscored] = [""] * len(requests)
         self.last_token_ids = {}
+        # A server seeds each prompt of a request alike: a document's draws go out under seeds of their own.
         by_settings: dict = {}
         for i, request in enumerate(requests):
-            by_settings.setdefault(request.settings, []).append(i)
-        for settings, rows in by_settings.items():
-            decoding = server_decoding(settings)
+            by_settings.setdefault((request.settings, request.seed + request.draw), []).append(i)
+        for (settings, seed), rows in by_settings.items():
+            decoding = server_decoding(settings, seed)
             stops = stop_sequences(self.encoder.tokenizer, settings)
             limit = context_limit(self.max_length, settings)
             contexts = {i: self.encoder.encode(requests[i].context)[-limit:] for i in rows}
@@ -229,12 +231,10 @@ class ServerScorer(TaskFront):
         return list((context + continuation)[-self.prompt_limit:])
 
 
-def server_decoding(settings) -> dict[str, Any]:
-    """The task's decoding settings as /v1/completions parameters; a setting that has none is refused, a
-    RequestError for every request (a server would ignore it or do something else, and the answers would silently be
-    other than the task asks for)."""
-    from pytest_modelbench.tasks.generation_settings import SAMPLING_SEED
-
+def server_decoding(settings, seed: int) -> dict[str, Any]:
+    """The task's decoding settings as /v1/completions parameters, sampling with `seed`; a setting that has none is
+    refused, a RequestError for every request (a server would ignore it or do something else, and the answers would
+    silently be other than the task asks for)."""
     decoding = dict(settings.decoding)
     sampling = decoding.pop("do_sample", False) is True
     params: dict[str, Any] = {}
@@ -252,7 +252,7 @@ def server_decoding(settings) -> dict[str, Any]:
     if not sampling:
         params["temperature"] = 0.0  # greedy: the argmax at every step, as transformers' greedy search
         return params
-    return {**SAMPLING_DEFAULTS, **params, "seed": SAMPLING_SEED}
+    return {**SAMPLING_DEFAULTS, **params, "seed": seed}
 
 
 def check_generation(tokenizer, generated: Generated, stops: Sequence[str], max_tokens: int, position: int) -> str:
