@@ -277,6 +277,22 @@ def test_servers_that_generate_differently_are_refused(tiny_loaded, healthy, mon
         scorer.generation_identity()
 
 
+def test_a_sampled_task_with_repeats_draws_each_document_under_a_seed_per_draw_on_a_server(
+        tiny_loaded, healthy, tmp_path):
+    """A server seeds every prompt of a request alike: a document's draws go out under seeds of their own (the run's
+    seed plus the draw's number), so they differ, and a second run draws them again."""
+    sampled = generative_task(tmp_path, name="sampled", do_sample=True, temperature=1.0)
+    (tmp_path / "sampled.yaml").write_text((tmp_path / "sampled.yaml").read_text() + "repeats: 3\n")
+    prepared = prepare_task(load_task_config(tmp_path / "sampled.yaml"), sampling_seed=40)
+    remote = backend(tiny_loaded.tokenizer, healthy.url)
+    drawn = remote.generate_task(prepared)
+    assert len(drawn) == 3 * len(PROMPTS) and len(sampled.documents) == len(PROMPTS)
+    per_document = [drawn[3 * d:3 * d + 3] for d in range(len(PROMPTS))]
+    assert any(len(set(draws)) > 1 for draws in per_document)  # one seed for all three would draw them alike
+    assert healthy.last()["seed"] == 42  # the last draw: 40 + 2
+    assert backend(tiny_loaded.tokenizer, healthy.url).generate_task(prepared) == drawn
+
+
 def test_a_served_sampled_run_is_compared_with_a_local_one_and_its_draw_is_recorded_apart():
     """Issue 52: a server's sampler and torch's draw from the same distribution, and the gate's paired test sees that
     noise: the protocol (what is compared) names what is sampled, the provenance's `sampling` which draw it was."""
