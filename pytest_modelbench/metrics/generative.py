@@ -42,7 +42,7 @@ from pytest_modelbench.tasks.metric_list import MetricSpec
 from pytest_modelbench.tasks.requests import DocumentRequests
 from pytest_modelbench.tasks.task_code import lm_eval_missing
 
-GENERATIVE_METRICS = ("exact_match", "pass@K", *CORPUS_METRICS)
+GENERATIVE_METRICS = ("exact_match", *CORPUS_METRICS, "pass@K")
 PASS_AT_K = re.compile(r"pass@([1-9][0-9]*)")
 # Corpus scores on sacrebleu's 0-100 scale: one point, the smallest BLEU change papers report.
 CORPUS_MARGIN = Margin(absolute=1.0)

@@ -86,7 +86,7 @@ def test_a_pyproject_without_pytest_settings_takes_a_pytest_ini(tmp_path):
 def test_an_unknown_suite_is_refused_with_the_shipped_names(tmp_path, capsys):
     assert main(["init", "bias", "nope", "--dir", str(tmp_path)]) == EXIT_REFUSED
     assert list(tmp_path.iterdir()) == []
-    assert "no shipped suite named 'nope'; the shipped suites are: arc_gen, arc_mt, bangla, bbq, bias" in \
+    assert "no shipped suite named 'nope'; the shipped suites are: arc_gen, arc_mt, arc_sampled, bangla, bbq, bias" in \
         capsys.readouterr().err
 
 
