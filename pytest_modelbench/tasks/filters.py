@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections import Counter
 import sys
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache

@@ -191,7 +191,8 @@ def test_recorded_policy_holds_the_tolerance_the_judge_applied(pytester, tiny_mo
 
 
 SHIPPED_SESSIONS = {
-    "bias": ["suites/bias"], "arc_gen": ["suites/arc_gen"], "perplexity": ["suites/perplexity"],
+    "bias": ["suites/bias"], "arc_gen": ["suites/arc_gen"], "arc_sampled": ["suites/arc_sampled"],
+    "perplexity": ["suites/perplexity"],
     "bbq": ["--allow-task-code", "suites/bbq/bbq_sample.yaml"],  # BBQ is gated on its sample (bias-suite.md)
     "winobias": ["--allow-task-code", "suites/winobias"],
 }
