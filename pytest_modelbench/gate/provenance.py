@@ -80,8 +80,8 @@ def scoring_protocol(evaluation: Any, backend: Any) -> str:
 
     An explicit `scoring_protocol` carried by the evaluation wins; otherwise what was run (causal log-likelihood,
     masked pseudo-log-likelihood with the task's masked protocol, greedy generation, or sampled generation with its
-    settings and draws a document: not its seed or batch size, sampling_draw's), the scorer's knobs from --model-args (add_bos_token, prefix_token_id, max_length)
-    and the prompt format (--apply-chat-template, ...).
+    settings and draws a document: not its seed or batch size, sampling_draw's), the scorer's knobs from
+    --model-args (add_bos_token, prefix_token_id, max_length) and the prompt format (--apply-chat-template, ...).
     """
     explicit = getattr(evaluation, "scoring_protocol", None) or getattr(evaluation.prepared, "scoring_protocol", None)
     if explicit:
